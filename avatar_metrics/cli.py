@@ -1,0 +1,143 @@
+"""Command line: ``avatar-metrics run --config FILE [--set k=v ...] [--fail-on-target]``.
+
+Parses arguments, gets a Spark session, calls the library, writes the outputs
+and turns the outcome into an exit code:
+0 computed, 2 bad configuration or input, 3 a computed metric missed its
+target with ``--fail-on-target``, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from .errors import AvatarMetricsError
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
+
+log = logging.getLogger("avatar_metrics")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="avatar-metrics", description="Privacy metrics of synthetic data (avatars) on Spark.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="compute the metrics and write report.json")
+    run.add_argument("--config", required=True, help="YAML configuration file")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (dotted, YAML value)")
+    run.add_argument("--fail-on-target", action="store_true", help="exit 3 when a computed metric misses its target")
+    run.add_argument("--debug", action="store_true", help="print tracebacks of unexpected errors (may show data)")
+    return p
+
+
+def get_session(cfg):
+    """The active session, spark-submit's, or an embedded local one.
+
+    Returns (session, created_here).
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    builder = SparkSession.builder.appName("avatar-metrics")
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the driver of spark-submit
+    if not submitted:
+        # workers must start this interpreter, which has the package
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.master(cfg.spark_master).config("spark.ui.showConsoleProgress", "false")
+        builder = builder.config("spark.log.level", "WARN")
+    for k, v in cfg.spark_conf.items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate(), not submitted
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger("avatar_metrics")
+    if not root.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(asctime)s avatar-metrics %(levelname)s %(message)s", "%H:%M:%S"))
+        root.addHandler(h)
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def _describe_unexpected(exc: BaseException) -> str:
+    """Name the error without its message: Spark messages can quote records."""
+    cond = None
+    for attr in ("getCondition", "getErrorClass"):
+        fn = getattr(exc, attr, None)
+        if callable(fn):
+            try:
+                cond = fn()
+            except Exception:  # noqa: BLE001
+                cond = None
+            if cond:
+                break
+    return f"{type(exc).__name__}{f' [{cond}]' if cond else ''}"
+
+
+def cmd_run(args) -> int:
+    from .config import load_config
+    from .io import read_table
+    from .report import write_atomic
+
+    cfg = load_config(args.config, args.set)
+    out_dir = Path(cfg.output)
+    report_path = out_dir / "report.json"
+    # a report left by an earlier run must not pass for this run's
+    report_path.unlink(missing_ok=True)
+
+    spark, created = get_session(cfg)
+    try:
+        from .api import evaluate
+
+        originals = read_table(spark, cfg.originals, "originals")
+        avatars = read_table(spark, cfg.avatars, "avatars")
+        holdout = read_table(spark, cfg.holdout, "holdout") if cfg.holdout else None
+        report = evaluate(spark, originals, avatars, holdout, cfg)
+        write_atomic(report_path, report.to_json() + "\n")
+    finally:
+        if created:
+            spark.stop()
+    print(report.summary())
+    print(f"report: {report_path}")
+    missed = report.missed_targets()
+    if args.fail_on_target and missed:
+        log.warning("targets missed: %s", ", ".join(missed))
+        return EXIT_TARGET_MISSED
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    _setup_logging()
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        return EXIT_ERROR  # pragma: no cover - argparse refuses other commands
+    except AvatarMetricsError as exc:
+        print(f"avatar-metrics: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("avatar-metrics: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001
+        print(f"avatar-metrics: unexpected error: {_describe_unexpected(exc)}", file=sys.stderr)
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        else:
+            print("avatar-metrics: rerun with --debug for the traceback (it may show data values)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def main_exit() -> None:
+    """Console-script entry point: exit with ``main``'s code."""
+    sys.exit(main())

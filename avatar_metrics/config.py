@@ -1,0 +1,301 @@
+"""Configuration: YAML file + ``--set`` overrides -> one validated, frozen object.
+
+The key names are a contract (``shared/spec/INTERFACE.md``): keys may be added,
+never renamed. Every error names the key at fault and what is expected.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import ConfigError
+
+METRIC_KEYS = (
+    "linkability_protection_rate",
+    "closest_rate",
+    "knowledge_protection_rate",
+    "column_direct_match_protection",
+)
+
+FORMATS = ("parquet", "csv", "delta")
+
+DEFAULTS: dict[str, Any] = {
+    "originals": None,
+    "avatars": None,
+    "holdout": None,
+    "row_key": None,
+    "exclude": [],
+    "categorical": [],
+    "known_variables": [],
+    "linkability_halves": None,
+    "seed": 0,
+    "quantile": 5,
+    "targets": {
+        "linkability_protection_rate": 90,
+        "closest_rate": 90,
+        "knowledge_protection_rate": 90,
+        "column_direct_match_protection": 50,
+    },
+    "output": "out/",
+    "spark": {"master": "local[*]", "conf": {}},
+    # Additions to the interface (documented in conf/template.yaml):
+    "search": {
+        # candidates shipped to the executors in one Spark pass (one block)
+        "block_size": 50_000,
+        # repartition the queries into this many partitions (null: as read)
+        "query_partitions": None,
+    },
+}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """Where a table comes from: a path with a format, or a metastore table."""
+
+    path: str | None = None
+    format: str | None = None
+    table: str | None = None
+
+    def describe(self) -> str:
+        return f"table {self.table}" if self.table else f"{self.format} file {self.path}"
+
+
+@dataclass(frozen=True)
+class Config:
+    originals: TableSpec | None
+    avatars: TableSpec | None
+    holdout: TableSpec | None
+    row_key: str | None
+    exclude: tuple[str, ...]
+    categorical: tuple[str, ...]
+    known_variables: tuple[str, ...]
+    linkability_halves: tuple[tuple[str, ...], tuple[str, ...]] | None
+    seed: int
+    quantile: float
+    targets: Mapping[str, float]
+    output: str
+    spark_master: str
+    spark_conf: Mapping[str, str]
+    block_size: int
+    query_partitions: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        def table(t: TableSpec | None):
+            if t is None:
+                return None
+            return {"table": t.table} if t.table else {"path": t.path, "format": t.format}
+
+        return {
+            "originals": table(self.originals),
+            "avatars": table(self.avatars),
+            "holdout": table(self.holdout),
+            "row_key": self.row_key,
+            "exclude": list(self.exclude),
+            "categorical": list(self.categorical),
+            "known_variables": list(self.known_variables),
+            "linkability_halves": (
+                [list(h) for h in self.linkability_halves] if self.linkability_halves else None
+            ),
+            "seed": self.seed,
+            "quantile": self.quantile,
+            "targets": dict(self.targets),
+            "output": self.output,
+            "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
+            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
+        }
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"configuration file {p} does not exist: give --config a YAML file")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"configuration file {p} is not valid YAML{where}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"configuration file {p} must hold a mapping of keys, not a {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides; dotted keys reach into mappings, values are YAML."""
+    data = copy.deepcopy(data)
+    for item in overrides or ():
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value (dotted keys for nested values)")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"--set {item!r}: the key is empty")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}=...: the value is not valid YAML") from None
+        parts = key.split(".")
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = {}
+                node[part] = nxt
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a mapping")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides=(), *, require_inputs: bool = True) -> Config:
+    data = load_yaml(path) if path is not None else {}
+    return build_config(apply_overrides(data, list(overrides)), require_inputs=require_inputs)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _check_keys(data: Mapping[str, Any], allowed, where: str) -> None:
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(
+            f"unknown configuration key {prefix}{unknown[0]}: allowed keys"
+            f"{' under ' + where if where else ''} are {', '.join(sorted(allowed))}"
+        )
+
+
+def _table(value: Any, key: str, required: bool) -> TableSpec | None:
+    if value is None:
+        if required:
+            raise ConfigError(f"configuration key {key} is required: give {{path: ..., format: parquet}} or {{table: db.name}}")
+        return None
+    if isinstance(value, str):
+        raise ConfigError(f"configuration key {key} must be a mapping such as {{path: data/x.parquet, format: parquet}} or {{table: db.name}}")
+    if not isinstance(value, dict):
+        raise ConfigError(f"configuration key {key} must be a mapping, not {type(value).__name__}")
+    _check_keys(value, ("path", "format", "table"), key)
+    if value.get("table") is not None:
+        if value.get("path") is not None:
+            raise ConfigError(f"configuration key {key}: give either path or table, not both")
+        if not isinstance(value["table"], str) or not value["table"]:
+            raise ConfigError(f"configuration key {key}.table must be a table name")
+        return TableSpec(table=value["table"])
+    path = value.get("path")
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"configuration key {key}.path is required (or {key}.table)")
+    fmt = value.get("format") or "parquet"
+    if fmt not in FORMATS:
+        raise ConfigError(f"configuration key {key}.format is {fmt!r}: use one of {', '.join(FORMATS)}")
+    return TableSpec(path=path, format=fmt)
+
+
+def _names(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"configuration key {key} must be a list of column names")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"configuration key {key} names a column twice")
+    return tuple(value)
+
+
+def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -> float:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if not ok or isinstance(value, bool):
+        kind = "a whole number" if integer else "a number"
+        raise ConfigError(f"configuration key {key} must be {kind}, not {type(value).__name__}")
+    if not (lo <= value <= hi):
+        raise ConfigError(f"configuration key {key} must be between {lo:g} and {hi:g}")
+    return value
+
+
+def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Config:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"the configuration must be a mapping of keys, not {type(data).__name__}")
+    _check_keys(data, DEFAULTS, "")
+    merged = copy.deepcopy(DEFAULTS)
+    for k, v in data.items():
+        if k in ("targets", "spark", "search"):
+            if v is None:
+                continue
+            if not isinstance(v, Mapping):
+                raise ConfigError(f"configuration key {k} must be a mapping")
+            _check_keys(v, DEFAULTS[k], k)
+            merged[k].update(v)
+        else:
+            merged[k] = v
+
+    row_key = merged["row_key"]
+    if row_key is not None and (not isinstance(row_key, str) or not row_key):
+        raise ConfigError("configuration key row_key must be a column name or null")
+
+    halves = merged["linkability_halves"]
+    if halves is not None:
+        if (
+            not isinstance(halves, (list, tuple))
+            or len(halves) != 2
+            or not all(isinstance(h, (list, tuple)) and h for h in halves)
+        ):
+            raise ConfigError("configuration key linkability_halves must be null or two non-empty lists: [[a, b], [c, d]]")
+        halves = (_names(halves[0], "linkability_halves[0]"), _names(halves[1], "linkability_halves[1]"))
+        common = set(halves[0]) & set(halves[1])
+        if common:
+            raise ConfigError(f"configuration key linkability_halves: column {sorted(common)[0]} is in both halves")
+
+    seed = merged["seed"]
+    _number(seed, "seed", 0, 2**63 - 1, integer=True)
+    quantile = float(_number(merged["quantile"], "quantile", 0, 100))
+    targets = {k: float(_number(merged["targets"][k], f"targets.{k}", 0, 100)) for k in METRIC_KEYS}
+    output = merged["output"]
+    if not isinstance(output, str) or not output:
+        raise ConfigError("configuration key output must be a directory path")
+    master = merged["spark"]["master"]
+    if not isinstance(master, str) or not master:
+        raise ConfigError("configuration key spark.master must be a Spark master URL such as local[*]")
+    conf = merged["spark"]["conf"] or {}
+    if not isinstance(conf, Mapping):
+        raise ConfigError("configuration key spark.conf must be a mapping of Spark settings")
+    block = int(_number(merged["search"]["block_size"], "search.block_size", 1, 10**7, integer=True))
+    qp = merged["search"]["query_partitions"]
+    if qp is not None:
+        qp = int(_number(qp, "search.query_partitions", 1, 10**6, integer=True))
+
+    return Config(
+        originals=_table(merged["originals"], "originals", require_inputs),
+        avatars=_table(merged["avatars"], "avatars", require_inputs),
+        holdout=_table(merged["holdout"], "holdout", False),
+        row_key=row_key,
+        exclude=_names(merged["exclude"], "exclude"),
+        categorical=_names(merged["categorical"], "categorical"),
+        known_variables=_names(merged["known_variables"], "known_variables"),
+        linkability_halves=halves,
+        seed=int(seed),
+        quantile=quantile,
+        targets=targets,
+        output=output,
+        spark_master=master,
+        spark_conf={str(k): str(v) for k, v in conf.items()},
+        block_size=block,
+        query_partitions=qp,
+    )
+
+
+def as_config(config: Config | Mapping[str, Any] | None) -> Config:
+    """Accept a Config, a mapping of keys (library use: inputs not needed), or None."""
+    if isinstance(config, Config):
+        return config
+    return build_config(dict(config or {}), require_inputs=False)

@@ -1,0 +1,1 @@
+"""One module per metric, each reading like its section of the spec."""

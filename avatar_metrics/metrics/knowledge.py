@@ -1,0 +1,124 @@
+"""Knowledge Protection Rate (spec: "Knowledge Protection Rate", seed 002).
+
+U: originals whose profile on the known variables K occurs once in O.
+Numeric known variables are binned with step 0.05*|mean| from min - sd/10
+(mean, min, sd over U; a zero mean uses 0.05*(max - min); a constant variable
+is one bin); categorical values, and null, are kept as they are.
+B1: binned avatar profiles that occur once in A.  S = {x in U : b(x) in B1}.
+KPR = 100 * (1 - |S| / n).
+
+Mean and standard deviation are exact (``engine.aggregate.exact_sums``) so the
+bins do not depend on partitioning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..engine.aggregate import exact_sums
+from ..io import ID
+from ..kernels.exact import mean_of, sd_of
+from ..report import MetricResult
+from ..schema import Inputs
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Binning of one numeric variable: ``floor((x - lo) / step)``, or one bin."""
+
+    lo: float | None
+    step: float | None  # None: constant variable, every value in bin 0
+
+    def to_dict(self):
+        return {"lo": self.lo, "step": self.step}
+
+
+def bins_for(n: int, vmin, vmax, mean: float, sd: float) -> Bins:
+    """The spec's bin grid from statistics over U."""
+    if n == 0 or vmin is None or vmin == vmax:
+        return Bins(lo=None, step=None)
+    step = 0.05 * abs(mean)
+    if step == 0.0:
+        step = 0.05 * (vmax - vmin)
+    lo = vmin - sd / 10
+    return Bins(lo=lo, step=step)
+
+
+def _binned(df: DataFrame, known, kinds, bins: dict[str, Bins]) -> DataFrame:
+    cols = [F.col(ID)]
+    for i, (c, kind) in enumerate(zip(known, kinds)):
+        col = F.col(f"`{c}`")
+        if kind == "numeric":
+            b = bins[c]
+            x = col.cast("double")
+            if b.step is None:
+                binned = F.when(x.isNull(), F.lit(None).cast("long")).otherwise(F.lit(0).cast("long"))
+            else:
+                binned = F.floor((x - F.lit(b.lo)) / F.lit(b.step)).cast("long")
+            cols.append(binned.alias(f"k{i}"))
+        else:
+            cols.append(col.alias(f"k{i}"))
+    return df.select(*cols)
+
+
+def unique_profiles(df: DataFrame, cols) -> DataFrame:
+    """Records whose profile on ``cols`` occurs exactly once (null is a value)."""
+    return df.groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"), F.min(ID).alias(ID)).filter("__c = 1").drop("__c")
+
+
+def compute(inputs: Inputs, target: float) -> MetricResult:
+    known = list(inputs.known)
+    if not known:
+        return MetricResult.not_computed(target, "no known variables: set known_variables in the configuration")
+    kinds = inputs.kinds(known)
+    n = inputs.n_originals
+    kcols = [f"k{i}" for i in range(len(known))]
+
+    o_raw = inputs.originals.select(ID, *[F.col(f"`{c}`").alias(f"k{i}") for i, c in enumerate(known)])
+    u_ids = unique_profiles(o_raw, kcols).select(ID)
+    U = inputs.originals.join(u_ids, ID).cache()
+    try:
+        n_u = U.count()
+        numeric = [c for c, k in zip(known, kinds) if k == "numeric"]
+        bins: dict[str, Bins] = {}
+        if numeric:
+            mm = U.agg(
+                *[F.min(F.col(f"`{c}`").cast("double")).alias(f"lo{i}") for i, c in enumerate(numeric)],
+                *[F.max(F.col(f"`{c}`").cast("double")).alias(f"hi{i}") for i, c in enumerate(numeric)],
+            ).collect()[0]
+            sums = exact_sums(U, {c: F.col(f"`{c}`") for c in numeric})
+            means = {c: (mean_of(s, cnt) if cnt else math.nan) for c, (s, cnt) in sums.items()}
+            dev = exact_sums(
+                U,
+                {c: (F.col(f"`{c}`").cast("double") - F.lit(means[c])) * (F.col(f"`{c}`").cast("double") - F.lit(means[c]))
+                 for c in numeric if sums[c][1]},
+            )
+            for i, c in enumerate(numeric):
+                cnt = sums[c][1]
+                sd = sd_of(dev[c][0], cnt) if cnt else math.nan
+                bins[c] = bins_for(cnt, mm[f"lo{i}"], mm[f"hi{i}"], means[c], sd)
+
+        u_binned = _binned(U, known, kinds, bins)
+        a_binned = _binned(inputs.avatars, known, kinds, bins)
+        b1 = unique_profiles(a_binned, kcols).drop(ID)
+        cond = [u_binned[k].eqNullSafe(b1[k]) for k in kcols]
+        matched = u_binned.join(b1, cond, "left_semi").count()
+    finally:
+        U.unpersist()
+
+    value = 100.0 * (1.0 - matched / n)
+    return MetricResult.ok(
+        value,
+        target,
+        {
+            "unique_originals": n_u,
+            "matched": matched,
+            "n": n,
+            "known_variables": known,
+            "bins": {c: b.to_dict() for c, b in bins.items()},
+        },
+    )

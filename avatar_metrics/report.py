@@ -1,0 +1,117 @@
+"""The report: one result per metric, the inputs, seed, versions and timings.
+
+``Report.to_dict()`` is the ``report.json`` schema of ``shared/spec/INTERFACE.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import METRIC_KEYS
+
+TITLES = {
+    "linkability_protection_rate": "Linkability Protection Rate",
+    "closest_rate": "Closest Rate",
+    "knowledge_protection_rate": "Knowledge Protection Rate",
+    "column_direct_match_protection": "Column Direct Match Protection",
+}
+
+
+@dataclass
+class MetricResult:
+    value: float | None
+    target: float
+    computed: bool
+    reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        if not self.computed or self.value is None:
+            return None
+        return bool(self.value >= self.target)
+
+    @classmethod
+    def ok(cls, value: float, target: float, details: dict[str, Any]) -> "MetricResult":
+        return cls(value=float(value), target=target, computed=True, details=details)
+
+    @classmethod
+    def not_computed(cls, target: float, reason: str, details: dict[str, Any] | None = None) -> "MetricResult":
+        return cls(value=None, target=target, computed=False, reason=reason, details=details or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "target": self.target,
+            "passed": self.passed,
+            "computed": self.computed,
+            "reason": self.reason,
+            "details": _jsonable(self.details),
+        }
+
+
+@dataclass
+class Report:
+    metrics: dict[str, MetricResult]
+    inputs: dict[str, Any]
+    seed: int
+    versions: dict[str, str]
+    timings: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": {k: self.metrics[k].to_dict() for k in METRIC_KEYS},
+            "inputs": _jsonable(self.inputs),
+            "seed": self.seed,
+            "versions": dict(self.versions),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def missed_targets(self) -> list[str]:
+        return [k for k in METRIC_KEYS if self.metrics[k].passed is False]
+
+    def summary(self) -> str:
+        """A short table for the console."""
+        lines = [f"{'metric':<32} {'value':>8} {'target':>7}  result"]
+        for k in METRIC_KEYS:
+            m = self.metrics[k]
+            if m.computed:
+                verdict = "met" if m.passed else "MISSED"
+                lines.append(f"{TITLES[k]:<32} {m.value:>8.2f} {m.target:>7g}  {verdict}")
+            else:
+                lines.append(f"{TITLES[k]:<32} {'-':>8} {m.target:>7g}  not computed: {m.reason}")
+        return "\n".join(lines)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if hasattr(obj, "item"):  # numpy scalar
+        return _jsonable(obj.item())
+    return obj
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
