@@ -54,6 +54,8 @@ def _short_reason(exc: Exception) -> str:
 
 def _has_file_metadata(df: DataFrame) -> bool:
     try:
+        if not df.inputFiles():  # in-memory data: nothing to probe
+            return False
         df.select(F.col("_metadata.file_path"), F.col("_metadata.file_block_start")).schema
         return True
     except Exception:  # noqa: BLE001

@@ -1,0 +1,161 @@
+"""Plain brute-force references of the metrics, written from the spec alone.
+
+Pure Python/numpy, record by record, no Spark and no code of the package: the
+engine must match these bit for bit. Tables are pandas DataFrames whose row i
+has id i (positional alignment), unless ids are given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+M64 = (1 << 64) - 1
+
+
+def is_null(v) -> bool:
+    if v is None or v is pd.NA:
+        return True
+    return isinstance(v, float) and math.isnan(v)
+
+
+# ------------------------------------------------------------------ Gower
+
+
+def column_range(tables, col):
+    vals = [float(v) for t in tables for v in t[col].tolist() if not is_null(v)]
+    return (max(vals) - min(vals)) if vals else math.nan
+
+
+def gower(x: dict, y: dict, variables, kinds, ranges) -> float:
+    """(sum of the terms, in the order of V, in float64) / |V|."""
+    total = 0.0
+    for v in variables:
+        a, b = x[v], y[v]
+        if is_null(a) or is_null(b):
+            term = 0.0 if (is_null(a) and is_null(b)) else 1.0
+        elif kinds[v] == "categorical":
+            term = 0.0 if a == b else 1.0
+        else:
+            r = ranges[v]
+            term = abs(float(a) - float(b)) / r if r > 0 else 0.0
+        total += term
+    return total / len(variables)
+
+
+# ------------------------------------------------------------------ tie keys
+
+
+def _mix(x: int) -> int:
+    x &= M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def tie_key(seed: int, search: str, qid: int, cid: int) -> int:
+    name = int.from_bytes(hashlib.blake2b(search.encode(), digest_size=8).digest(), "little")
+    salt = _mix(_mix(seed & M64) ^ name)
+    h = _mix(salt ^ (qid & M64))
+    h = _mix(h ^ (cid & M64))
+    return h >> 1
+
+
+# ------------------------------------------------------------------ search
+
+
+def nearest(queries: pd.DataFrame, candidates: pd.DataFrame, variables, kinds, ranges, seed, search,
+            qids=None, cids=None):
+    """Per query: (d1, d2, n1, chosen candidate id) by brute force."""
+    qids = list(range(len(queries))) if qids is None else list(qids)
+    cids = list(range(len(candidates))) if cids is None else list(cids)
+    qrecs = queries.to_dict("records")
+    crecs = candidates.to_dict("records")
+    out = []
+    for qi, x in zip(qids, qrecs):
+        dists = [gower(x, y, variables, kinds, ranges) for y in crecs]
+        srt = sorted(dists)
+        d1 = srt[0]
+        d2 = srt[1] if len(srt) > 1 else math.inf
+        tied = [cid for cid, d in zip(cids, dists) if d == d1]
+        chosen = min(tied, key=lambda c: (tie_key(seed, search, qi, c), c))
+        out.append((d1, d2, len(tied), chosen))
+    return out
+
+
+def linkability(O, A, half_a, half_b, kinds, seed):
+    ranges = {v: column_range([O, A], v) for v in list(half_a) + list(half_b) if kinds[v] == "numeric"}
+    ra = nearest(O, A, half_a, kinds, ranges, seed, "linkability/A")
+    rb = nearest(O, A, half_b, kinds, ranges, seed, "linkability/B")
+    linked = sum(1 for a, b in zip(ra, rb) if a[3] == b[3])
+    return 100.0 * (1.0 - linked / len(O)), linked
+
+
+# ------------------------------------------------------------------ CDMP
+
+
+def column_direct_match(O, A, variables):
+    n = len(O)
+    out = {}
+    for c in variables:
+        m = 0
+        for x, y in zip(O[c].tolist(), A[c].tolist()):
+            if (is_null(x) and is_null(y)) or (not is_null(x) and not is_null(y) and x == y):
+                m += 1
+        vals = A[c].tolist()
+        distinct = {v for v in vals if not is_null(v)}
+        u = len(distinct) + (1 if any(is_null(v) for v in vals) else 0)
+        out[c] = 100.0 * (1.0 - (m * u) / (n * n))
+    return min(out.values()), out
+
+
+# ------------------------------------------------------------------ KPR
+
+
+def _profile(rec, known, kinds, bins=None):
+    key = []
+    for v in known:
+        x = rec[v]
+        if is_null(x):
+            key.append(None)
+        elif kinds[v] == "numeric" and bins is not None:
+            lo, step = bins[v]
+            key.append(0 if step is None else math.floor((float(x) - lo) / step))
+        else:
+            key.append(x)
+    return tuple(key)
+
+
+def knowledge(O, A, known, kinds):
+    orecs = O.to_dict("records")
+    arecs = A.to_dict("records")
+    counts = {}
+    for r in orecs:
+        p = _profile(r, known, kinds)
+        counts[p] = counts.get(p, 0) + 1
+    U = [r for r in orecs if counts[_profile(r, known, kinds)] == 1]
+    bins = {}
+    for v in known:
+        if kinds[v] != "numeric":
+            continue
+        xs = [float(r[v]) for r in U if not is_null(r[v])]
+        if not xs or min(xs) == max(xs):
+            bins[v] = (None, None)
+            continue
+        mean = float(sum(Fraction(x) for x in xs) / len(xs))
+        sq = sum(Fraction((x - mean) * (x - mean)) for x in xs)
+        sd = math.sqrt(float(sq / (len(xs) - 1)))
+        step = 0.05 * abs(mean)
+        if step == 0.0:
+            step = 0.05 * (max(xs) - min(xs))
+        bins[v] = (min(xs) - sd / 10, step)
+    acounts = {}
+    for r in arecs:
+        p = _profile(r, known, kinds, bins)
+        acounts[p] = acounts.get(p, 0) + 1
+    S = [r for r in U if acounts.get(_profile(r, known, kinds, bins), 0) == 1]
+    return 100.0 * (1.0 - len(S) / len(O)), len(U), len(S)

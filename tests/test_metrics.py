@@ -1,0 +1,138 @@
+"""Every metric of evaluate() against the brute-force reference, bit for bit."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+import reference as ref
+from avatar_metrics import evaluate
+from avatar_metrics.metrics.linkability import split_known
+from conftest import to_spark
+from data import KINDS, perturbed, tricky
+
+VARS = list(KINDS)
+
+
+@pytest.fixture(scope="module")
+def frames():
+    O = tricky(80, 31)
+    A = perturbed(O, 32, keep=0.6)
+    return O, A
+
+
+def run(spark, O, A, partitions=None, **config):
+    o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
+    a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
+    return evaluate(spark, o, a, None, {"row_key": "rid", **config}).to_dict()
+
+
+def test_column_direct_match(spark, frames):
+    O, A = frames
+    rep = run(spark, O, A, 3)
+    m = rep["metrics"]["column_direct_match_protection"]
+    value, cols = ref.column_direct_match(O, A, VARS)
+    assert m["computed"] and m["value"] == value
+    assert m["details"]["columns"] == cols
+    under = sorted((c for c in VARS if cols[c] < 50), key=lambda c: (cols[c], VARS.index(c)))
+    assert m["details"]["under_target"] == under
+    assert m["passed"] == (value >= 50)
+
+
+def test_column_direct_match_reveals_copied_identifier(spark):
+    O = pd.DataFrame({"pid": np.arange(100), "x": np.arange(100) % 3})
+    A = O.copy()
+    A["x"] = (A["x"] + 1) % 3
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None,
+                   {"categorical": ["pid"]}).to_dict()
+    m = rep["metrics"]["column_direct_match_protection"]
+    assert m["details"]["columns"]["pid"] == 0.0  # 100 matches x 100 values / 100^2
+    assert m["details"]["under_target"] == ["pid"]
+    assert m["value"] == 0.0 and m["passed"] is False
+
+
+@pytest.mark.parametrize("known", [["i_small", "cat2", "cont"], ["f_small", "const", "flag", "const_null"], ["cont"]])
+def test_knowledge(spark, frames, known):
+    O, A = frames
+    rep = run(spark, O, A, 2, known_variables=known)
+    m = rep["metrics"]["knowledge_protection_rate"]
+    value, n_u, n_s = ref.knowledge(O, A, known, KINDS)
+    assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == (value, n_u, n_s)
+    assert m["details"]["n"] == len(O)
+
+
+def test_knowledge_zero_mean_and_constant(spark):
+    z = [-3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 5.0, 5.0, 0.25, -0.25]
+    O = pd.DataFrame({"z": z, "c": [7] * 10})
+    A = pd.DataFrame({"z": [-2.9, -2.1, 0.9, 1.1, 2.4, 3.3, 5.0, 4.0, 0.1, -0.3], "c": [7, 7, 7, 8, 7, 7, 7, 7, 9, 7]})
+    kinds = {"z": "numeric", "c": "numeric"}
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"known_variables": ["z", "c"]}).to_dict()
+    m = rep["metrics"]["knowledge_protection_rate"]
+    assert m["details"]["bins"]["z"]["step"] == 0.05 * 6.0  # mean over U is 0: step from the range
+    assert m["details"]["bins"]["c"] == {"lo": None, "step": None}  # constant: one bin
+    value, n_u, n_s = ref.knowledge(O, A, ["z", "c"], kinds)
+    assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == (value, n_u, n_s)
+
+
+def test_knowledge_not_computed_without_known(spark, frames):
+    O, A = frames
+    m = run(spark, O.iloc[:10], A.iloc[:10])["metrics"]["knowledge_protection_rate"]
+    assert m["computed"] is False and m["value"] is None and m["passed"] is None and "known" in m["reason"]
+
+
+def test_linkability_with_halves(spark, frames):
+    O, A = frames
+    halves = [["i_small", "cat2"], ["flag", "const_null", "cat3"]]
+    rep = run(spark, O, A, 3, linkability_halves=halves, seed=9)
+    m = rep["metrics"]["linkability_protection_rate"]
+    value, linked = ref.linkability(O, A, halves[0], halves[1], KINDS, seed=9)
+    assert m["value"] == value and m["details"]["linked"] == linked
+    assert m["details"]["halves"] == halves and m["details"]["n"] == len(O)
+
+
+def test_linkability_shuffled_halves(spark, frames):
+    O, A = frames
+    known = ["i_small", "cat2", "cont", "flag", "cat3"]
+    rep = run(spark, O, A, 2, known_variables=known, seed=4)
+    m = rep["metrics"]["linkability_protection_rate"]
+    ha, hb = split_known(known, 4)
+    assert sorted(ha + hb) == sorted(known) and len(ha) == 3 and len(hb) == 2
+    assert m["details"]["halves"] == [ha, hb]
+    value, linked = ref.linkability(O, A, ha, hb, KINDS, seed=4)
+    assert m["value"] == value and m["details"]["linked"] == linked
+
+
+def test_split_known_depends_on_seed_only():
+    known = [f"v{i}" for i in range(9)]
+    assert split_known(known, 1) == split_known(list(reversed(known)), 1)
+    assert len({tuple(split_known(known, s)[0]) for s in range(10)}) > 1
+
+
+def test_linkability_needs_two_known(spark, frames):
+    O, A = frames
+    m = run(spark, O.iloc[:10], A.iloc[:10], known_variables=["cat2"])["metrics"]["linkability_protection_rate"]
+    assert m["computed"] is False and "two known variables" in m["reason"]
+
+
+def test_nan_is_null(spark):
+    O = pd.DataFrame({"x": [1.0, None, 3.0, None, 5.0], "y": ["a", "b", None, "a", "b"]})
+    A = pd.DataFrame({"x": [1.0, 2.0, None, None, 4.0], "y": ["a", None, None, "b", "b"]})
+    nanify = lambda df: df.withColumn("x", F.when(F.col("x").isNull(), F.lit(math.nan)).otherwise(F.col("x")))
+    o, a = nanify(spark.createDataFrame(O)), nanify(spark.createDataFrame(A))
+    assert o.filter(F.isnan("x")).count() == 2
+    rep = evaluate(spark, o, a, None, {"known_variables": ["x", "y"], "linkability_halves": [["x"], ["y"]]}).to_dict()
+    kinds = {"x": "numeric", "y": "categorical"}
+    assert rep["metrics"]["column_direct_match_protection"]["value"] == ref.column_direct_match(O, A, ["x", "y"])[0]
+    assert rep["metrics"]["knowledge_protection_rate"]["value"] == ref.knowledge(O, A, ["x", "y"], kinds)[0]
+    assert rep["metrics"]["linkability_protection_rate"]["value"] == ref.linkability(O, A, ["x"], ["y"], kinds, 0)[0]
+
+
+def test_same_report_whatever_the_partitioning(spark, frames):
+    O, A = frames
+    cfg = dict(known_variables=["i_small", "cat2", "cont", "flag"], seed=3)
+    reports = [run(spark, O, A, p, **cfg, search={"block_size": b}) for p, b in ((1, 1000), (7, 17))]
+    for r in reports:
+        r.pop("timings")
+    assert reports[0] == reports[1]
