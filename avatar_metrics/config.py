@@ -145,6 +145,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}=...: the value is not valid YAML") from None
         parts = key.split(".")
+        if parts[:2] == ["spark", "conf"] and len(parts) > 3:
+            # Spark setting names have dots of their own: spark.conf.spark.driver.memory=4g
+            parts = parts[:2] + [".".join(parts[2:])]
         node = data
         for i, part in enumerate(parts[:-1]):
             nxt = node.get(part)

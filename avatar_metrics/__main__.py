@@ -1,0 +1,3 @@
+from .cli import main_exit
+
+main_exit()

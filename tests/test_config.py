@@ -1,0 +1,91 @@
+"""Configuration: defaults, overrides and every error naming its key."""
+
+import pytest
+
+from avatar_metrics.config import apply_overrides, as_config, build_config, load_config
+from avatar_metrics.errors import ConfigError
+
+MINIMAL = {"originals": {"path": "o.parquet"}, "avatars": {"path": "a.parquet", "format": "parquet"}}
+
+
+def test_defaults_follow_the_interface():
+    cfg = build_config(MINIMAL)
+    assert cfg.originals.path == "o.parquet" and cfg.originals.format == "parquet"
+    assert cfg.holdout is None and cfg.row_key is None and cfg.seed == 0 and cfg.quantile == 5
+    assert cfg.targets == {
+        "linkability_protection_rate": 90,
+        "closest_rate": 90,
+        "knowledge_protection_rate": 90,
+        "column_direct_match_protection": 50,
+    }
+    assert cfg.spark_master == "local[*]" and cfg.output == "out/"
+
+
+def test_yaml_file_and_dotted_overrides(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("originals: {path: o.csv, format: csv}\navatars: {table: db.avatars}\nseed: 1\n")
+    cfg = load_config(f, ["seed=7", "targets.closest_rate=95", "known_variables=[age, sex]", "spark.conf.spark.x=1"])
+    assert cfg.seed == 7 and cfg.targets["closest_rate"] == 95.0 and cfg.targets["knowledge_protection_rate"] == 90
+    assert cfg.known_variables == ("age", "sex")
+    assert cfg.avatars.table == "db.avatars" and cfg.originals.format == "csv"
+    assert cfg.spark_conf == {"spark.x": "1"}
+
+
+def test_override_keeps_the_file_untouched():
+    data = {"seed": 1}
+    assert apply_overrides(data, ["seed=2"]) == {"seed": 2} and data == {"seed": 1}
+
+
+@pytest.mark.parametrize(
+    "data,key",
+    [
+        ({**MINIMAL, "sed": 1}, "sed"),
+        ({**MINIMAL, "targets": {"closest": 3}}, "targets.closest"),
+        ({**MINIMAL, "seed": "x"}, "seed"),
+        ({**MINIMAL, "seed": True}, "seed"),
+        ({**MINIMAL, "quantile": 150}, "quantile"),
+        ({**MINIMAL, "targets": {"closest_rate": "high"}}, "targets.closest_rate"),
+        ({**MINIMAL, "known_variables": [1, 2]}, "known_variables"),
+        ({**MINIMAL, "exclude": ["a", "a"]}, "exclude"),
+        ({**MINIMAL, "linkability_halves": [["a"]]}, "linkability_halves"),
+        ({**MINIMAL, "linkability_halves": [["a"], ["a"]]}, "linkability_halves"),
+        ({"avatars": MINIMAL["avatars"]}, "originals"),
+        ({**MINIMAL, "originals": "o.parquet"}, "originals"),
+        ({**MINIMAL, "originals": {"path": "o", "format": "xlsx"}}, "originals.format"),
+        ({**MINIMAL, "originals": {"path": "o", "table": "t"}}, "originals"),
+        ({**MINIMAL, "avatars": {"format": "csv"}}, "avatars.path"),
+        ({**MINIMAL, "holdout": {"pth": "h"}}, "holdout.pth"),
+        ({**MINIMAL, "spark": {"master": 3}}, "spark.master"),
+        ({**MINIMAL, "search": {"block_size": 0}}, "search.block_size"),
+        ({**MINIMAL, "row_key": 5}, "row_key"),
+    ],
+)
+def test_errors_name_the_key(data, key):
+    with pytest.raises(ConfigError) as err:
+        build_config(data)
+    assert key in str(err.value)
+
+
+@pytest.mark.parametrize("item", ["seed", "=3", "seed=[1", "seed.x=1"])
+def test_bad_overrides(item):
+    with pytest.raises(ConfigError):
+        build_config(apply_overrides({"seed": 1, **MINIMAL}, [item]))
+
+
+def test_missing_or_invalid_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: [1\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(listy)
+
+
+def test_library_config_needs_no_inputs():
+    cfg = as_config({"known_variables": ["a", "b"]})
+    assert cfg.originals is None and cfg.known_variables == ("a", "b")
+    assert as_config(cfg) is cfg and as_config(None).seed == 0

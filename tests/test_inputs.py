@@ -1,0 +1,152 @@
+"""Inputs: positional alignment from files, and every input error."""
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import reference as ref
+from avatar_metrics import evaluate
+from avatar_metrics.config import TableSpec, as_config
+from avatar_metrics.errors import ConfigError, InputError
+from avatar_metrics.io import ID, read_table, with_position
+from avatar_metrics.schema import prepare_inputs, release
+
+SECRET = "SECRET-VALUE-4242"
+
+
+def frame(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "age": rng.integers(20, 60, n),
+        "city": rng.choice(["Lyon", "Nantes", SECRET], n),
+        "score": np.round(rng.normal(0, 1, n), 2),
+    })
+
+
+def write_parts(df, folder, parts, fmt="parquet"):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, chunk in enumerate(np.array_split(np.arange(len(df)), parts)):
+        part = df.iloc[chunk]
+        if fmt == "parquet":
+            part.to_parquet(folder / f"part-{i:03d}.parquet", index=False)
+        else:
+            part.to_csv(folder / f"part-{i:03d}.csv", index=False)
+    return str(folder)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_position_is_input_order_whatever_the_split(spark, tmp_path, fmt):
+    df = frame(3000).assign(seq=np.arange(3000))
+    path = write_parts(df, tmp_path / fmt, 4, fmt)
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    seen = []
+    try:
+        for size in ("4000", "128MB"):
+            spark.conf.set(key, size)
+            t = with_position(read_table(spark, TableSpec(path=path, format=fmt), "originals"))
+            pdf = t.select(ID, "seq").toPandas().sort_values(ID)
+            seen.append(pdf["seq"].tolist())
+    finally:
+        spark.conf.set(key, old)
+    assert seen[0] == list(range(3000)) and seen[1] == seen[0]
+
+
+def test_positional_alignment_across_files(spark, tmp_path):
+    O, A = frame(40, 1), frame(40, 2)
+    A.loc[::3] = O.loc[::3].to_numpy()
+    po = write_parts(O, tmp_path / "o", 3)
+    pa = write_parts(A, tmp_path / "a", 1, "csv")
+    o = read_table(spark, TableSpec(path=po, format="parquet"), "originals")
+    a = read_table(spark, TableSpec(path=pa, format="csv"), "avatars")
+    rep = evaluate(spark, o, a, None, {}).to_dict()
+    value, cols = ref.column_direct_match(O, A, list(O.columns))
+    assert rep["metrics"]["column_direct_match_protection"]["details"]["columns"] == cols
+
+
+def test_row_key_alignment(spark):
+    O = frame(30, 3).assign(pid=np.arange(30) * 7)
+    A = O.sample(frac=1.0, random_state=1).reset_index(drop=True)  # same records, shuffled
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"row_key": "pid"}).to_dict()
+    cols = rep["metrics"]["column_direct_match_protection"]["details"]["columns"]
+    assert set(cols) == {"age", "city", "score"}  # the key is no variable
+    assert rep["metrics"]["column_direct_match_protection"]["details"]["counts"]["age"]["matches"] == 30
+
+
+def test_string_row_key(spark):
+    O = frame(20, 3).assign(pid=[f"p{i}" for i in range(20)])
+    A = O.iloc[::-1].reset_index(drop=True)
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"row_key": "pid"}).to_dict()
+    assert rep["metrics"]["column_direct_match_protection"]["details"]["counts"]["city"]["matches"] == 20
+
+
+def errors():
+    base = frame(20, 5)
+    other = frame(20, 6)
+    d = dt.date(2020, 1, 1)
+    return {
+        "missing column": (base, other.drop(columns=["score"]), None, {}, InputError, ["avatars", "score", "exclude"]),
+        "extra column": (base, other.assign(extra=1), None, {}, InputError, ["avatars", "extra"]),
+        "conflicting types": (base, other.assign(age=other["age"].astype(str)), None, {}, InputError, ["age", "conflicting"]),
+        "unsupported type": (base.assign(day=d), other.assign(day=d), None, {}, InputError, ["day", "exclude"]),
+        "row counts": (base, other.iloc[:15], None, {}, InputError, ["15", "20", "row_key"]),
+        "empty": (base, other.iloc[:0], None, {}, InputError, ["avatars", "empty"]),
+        "all null": (base.assign(x=None).astype({"x": "float64"}), other.assign(x=np.nan), None, {}, InputError, ["x", "null"]),
+        "key missing": (base, other, None, {"row_key": "pid"}, InputError, ["pid", "missing"]),
+        "key duplicated": (base.assign(pid=1), other.assign(pid=np.arange(20)), None, {"row_key": "pid"}, InputError, ["originals", "pid", "duplicated"]),
+        "key sets differ": (base.assign(pid=np.arange(20)), other.assign(pid=np.arange(20) + 1), None, {"row_key": "pid"}, InputError, ["pid", "same key set"]),
+        "key null": (base.assign(pid=[None] + list(range(19))), other.assign(pid=np.arange(20)), None, {"row_key": "pid"}, InputError, ["pid", "null"]),
+        "holdout schema": (base, other, other.drop(columns=["city"]), {}, InputError, ["holdout", "city"]),
+        "holdout types": (base, other, other.assign(score="x"), {}, InputError, ["score", "holdout string"]),
+        "unknown known": (base, other, None, {"known_variables": ["agee"]}, ConfigError, ["known_variables", "agee"]),
+        "unknown exclude": (base, other, None, {"exclude": ["nope"]}, ConfigError, ["exclude", "nope"]),
+        "unknown categorical": (base, other, None, {"categorical": ["nope"]}, ConfigError, ["categorical", "nope"]),
+        "halves not known": (base, other, None, {"known_variables": ["age", "city"], "linkability_halves": [["age"], ["score"]]}, ConfigError, ["score"]),
+    }
+
+
+def sdf(spark, pdf):
+    if len(pdf) == 0:  # pandas cannot tell Spark the types of an empty frame
+        return spark.createDataFrame(pdf, schema=spark.createDataFrame(frame(1)).schema)
+    return spark.createDataFrame(pdf)
+
+
+@pytest.mark.parametrize("case", list(errors()))
+def test_input_errors(spark, case):
+    O, A, H, config, exc, words = errors()[case]
+    h = sdf(spark, H) if H is not None else None
+    with pytest.raises(exc) as err:
+        evaluate(spark, sdf(spark, O), sdf(spark, A), h, config)
+    msg = str(err.value)
+    for w in words:
+        assert w in msg, (case, msg)
+    assert SECRET not in msg
+
+
+def test_excluding_fixes_a_column(spark):
+    d = dt.date(2020, 1, 1)
+    O, A = frame(10, 1).assign(day=d), frame(10, 2).assign(day=d)
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"exclude": ["day"]}).to_dict()
+    assert "day" not in rep["inputs"]["variables"]
+
+
+def test_unreadable_file_names_it(spark, tmp_path):
+    with pytest.raises(InputError) as err:
+        read_table(spark, TableSpec(path=str(tmp_path / "missing.parquet"), format="parquet"), "originals")
+    assert "originals" in str(err.value) and "missing.parquet" in str(err.value)
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(InputError, match="avatars.*bad.parquet"):
+        read_table(spark, TableSpec(path=str(bad), format="parquet"), "avatars")
+
+
+def test_variables_and_kinds(spark):
+    O = frame(10, 1).assign(code=np.arange(10), flag=True)
+    inputs = prepare_inputs(spark.createDataFrame(O), spark.createDataFrame(O), None, as_config({"categorical": ["code"]}))
+    try:
+        assert inputs.variables == {"age": "numeric", "city": "categorical", "score": "numeric",
+                                    "code": "categorical", "flag": "categorical"}
+    finally:
+        release(inputs)
