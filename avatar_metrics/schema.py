@@ -177,7 +177,8 @@ def _check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
         _fail(f"{role}: row key column {key} has duplicated values: the key must be unique, or set row_key: null")
 
 
-def _stats(role: str, df: DataFrame, variables: dict[str, str]) -> dict:
+def table_stats(df: DataFrame, variables: dict[str, str]) -> dict:
+    """Rows, and per variable: non-null count, min and max (numeric)."""
     aggs = [F.count(F.lit(1)).alias("__n")]
     for i, (c, kind) in enumerate(variables.items()):
         aggs.append(F.count(F.col(f"`{c}`")).alias(f"nn{i}"))
@@ -209,7 +210,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         else:
             df = _clean(with_position(raw), variables, F.col(ID))
         df = df.cache()
-        st = _stats(role, df, variables)
+        st = table_stats(df, variables)
         if st["__n"] == 0:
             _fail(f"{role}: the table is empty: check the path or table name")
         if cfg.row_key is not None:

@@ -159,3 +159,56 @@ def knowledge(O, A, known, kinds):
         acounts[p] = acounts.get(p, 0) + 1
     S = [r for r in U if acounts.get(_profile(r, known, kinds, bins), 0) == 1]
     return 100.0 * (1.0 - len(S) / len(O)), len(U), len(S)
+
+
+# ------------------------------------------------------------------ Closest Rate
+
+
+def midpoint(values, q):
+    xs = sorted(values)
+    m = len(xs)
+    h = (m - 1) * q / 100
+    return (xs[math.floor(h)] + xs[math.ceil(h)]) / 2
+
+
+def working_half(n, seed):
+    """Positions of the approximate holdout's working half (ceil(n/2) records)."""
+    order = sorted(range(n), key=lambda i: (tie_key(seed, "holdout-split", i, 0), i))
+    return sorted(order[: (n + 1) // 2])
+
+
+def closest(O, A, H, kinds, q=5, seed=0):
+    """Closest Rate details by brute force; H None: approximate holdout."""
+    if H is None:
+        wo_idx = working_half(len(O), seed)
+        rest = sorted(set(range(len(O))) - set(wo_idx))
+        WO, WA, HO = O.iloc[wo_idx], A.iloc[wo_idx], O.iloc[rest]
+        ids = (wo_idx, wo_idx, rest)
+    else:
+        WO, WA, HO = O, A, H
+        ids = (range(len(O)), range(len(A)), range(len(H)))
+    variables = list(kinds)
+    ranges = {v: column_range([WO, WA, HO], v) for v in variables if kinds[v] == "numeric"}
+    wa = nearest(WO, WA, variables, kinds, ranges, seed, "closest/avatars", ids[0], ids[1])
+    ho = nearest(WO, HO, variables, kinds, ranges, seed, "closest/holdout", ids[0], ids[2])
+    ratio = lambda d1, d2: d1 / d2 if d2 > 0 else None
+    d_wa = [r[0] for r in wa]
+    r_wa = [ratio(r[0], r[1]) for r in wa]
+    d_ho = [r[0] for r in ho]
+    r_ho = [ratio(r[0], r[1]) for r in ho]
+    tau_d = midpoint(d_ho, q)
+    tau_r = midpoint([r for r in r_ho if r is not None], q)
+    n = sum(r is not None for r in r_wa)
+    at_risk = sum(1 for d, r in zip(d_wa, r_wa) if r is not None and d <= tau_d and r <= tau_r)
+    return {
+        "value": 100.0 * (1.0 - at_risk / n),
+        "tau_d": tau_d,
+        "tau_r": tau_r,
+        "at_risk": at_risk,
+        "n": n,
+        "distance_to_closest": midpoint(d_wa, 50),
+        "closest_distances_ratio": midpoint([r for r in r_wa if r is not None], 50),
+        "holdout_distance_to_closest": midpoint(d_ho, 50),
+        "holdout_closest_distances_ratio": midpoint([r for r in r_ho if r is not None], 50),
+        "per_record": list(zip(ids[0], d_wa, r_wa, d_ho, r_ho)),
+    }

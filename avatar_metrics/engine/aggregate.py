@@ -7,6 +7,7 @@ its values (``kernels.exact``) and Spark adds those integers: exact.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Mapping
 
@@ -58,3 +59,50 @@ def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[
         total = recompose((r["e"], r["hi"], r["lo"]) for r in rows)
         out[name] = (total, int(sum(r["n"] for r in rows)))
     return out
+
+
+def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | None], int]:
+    """Exact percentiles with midpoint interpolation, computed by Spark.
+
+    With m sorted values x and h = (m - 1) * q / 100:
+    Q = (x[floor h] + x[ceil h]) / 2. Each x[k] is an element of the data,
+    picked by ``percentile_disc((k + 0.5) / m)``; only those elements reach
+    the driver. Returns the percentiles (None when there are no values) and m.
+    """
+    values = df.select(F.col(column).alias("x")).filter(F.col("x").isNotNull())
+    m = values.count()
+    if m == 0:
+        return [None for _ in qs], 0
+    wanted = []
+    for q in qs:
+        h = (m - 1) * q / 100
+        wanted.append((math.floor(h), math.ceil(h)))
+    ks = sorted({k for pair in wanted for k in pair})
+    exprs = [
+        F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY x)").alias(f"k{i}")
+        for i, k in enumerate(ks)
+    ]
+    row = values.agg(*exprs).collect()[0]
+    at = {k: float(row[f"k{i}"]) for i, k in enumerate(ks)}
+    return [(at[lo] + at[hi]) / 2 for lo, hi in wanted], m
+
+
+def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, int]:
+    """The (key, tie) pair of rank ``k`` (0-based) in (key, tie) order; both long.
+
+    Counts per bucket of the key's top 16 bits reach the driver, then the pairs
+    of the one bucket that holds rank k: no sort of the whole table.
+    """
+    buckets = (
+        df.groupBy(F.shiftright(F.col(key), 48).alias("b"))
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    before = 0
+    for r in sorted(buckets, key=lambda r: r["b"]):
+        if before + r["n"] > k:
+            rows = df.filter(F.shiftright(F.col(key), 48) == r["b"]).select(key, tie).collect()
+            pairs = sorted((int(x[key]), int(x[tie])) for x in rows)
+            return pairs[k - before]
+        before += r["n"]
+    raise ValueError(f"rank {k} is past the {before} records")

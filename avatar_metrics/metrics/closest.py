@@ -1,18 +1,114 @@
-"""Closest Rate, Distance To Closest and Closest Distances Ratio (seed 001)."""
+"""Closest Rate, Distance To Closest, Closest Distances Ratio (spec: "Closest Rate", seed 001).
+
+Reference: the holdout H when given (WO = O, WA = A, HO = H); otherwise the
+approximate holdout: O split with the seed into WO (ceil(n/2)) and HO, WA the
+avatars of WO. All variables; ranges over WO, WA and HO together.
+For each i in WO: d1, d2 against WA and against HO; d = d1, r = d1/d2 when
+d2 > 0. tau_d, tau_r: the q-th percentiles (midpoint) of d^HO and r^HO.
+At risk: d^WA <= tau_d and r^WA <= tau_r.
+Closest Rate = 100 * (1 - at risk / n), n = WO records with a ratio r^WA.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ..config import Config
+from ..engine.aggregate import midpoint_percentiles
+from ..engine.search import Variable, nearest, ranges_of
+from ..engine.split import working_ids
+from ..io import ID
 from ..report import MetricResult
-from ..schema import Inputs
+from ..schema import Inputs, table_stats
+
+SEARCHES = ("closest/avatars", "closest/holdout")
+
+
+def per_record(wa: DataFrame, ho: DataFrame) -> DataFrame:
+    """ID, d_wa, r_wa, d_ho, r_ho of each working original."""
+    ratio = lambda p: F.when(F.col(f"{p}2") > 0, F.col(f"{p}1") / F.col(f"{p}2"))
+    a = wa.select(ID, F.col("d1").alias("a1"), F.col("d2").alias("a2"))
+    h = ho.select(ID, F.col("d1").alias("h1"), F.col("d2").alias("h2"))
+    return a.join(h, ID).select(
+        ID,
+        F.col("a1").alias("d_wa"),
+        ratio("a").alias("r_wa"),
+        F.col("h1").alias("d_ho"),
+        ratio("h").alias("r_ho"),
+    )
+
+
+def references(inputs: Inputs, cfg: Config):
+    """(reference name, WO, WA, HO, their sizes, stats of the three, cached frames)."""
+    if inputs.holdout is not None:
+        stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
+        sizes = (inputs.n_originals, inputs.n_avatars, inputs.n_holdout)
+        return "holdout", inputs.originals, inputs.avatars, inputs.holdout, sizes, stats, []
+    n = inputs.n_originals
+    ids = working_ids(inputs.originals, n, cfg.seed)
+    wo = inputs.originals.join(ids, ID, "left_semi")
+    ho = inputs.originals.join(ids, ID, "left_anti")
+    wa = inputs.avatars.join(ids, ID, "left_semi")
+    n_wo = (n + 1) // 2
+    wa_stats = table_stats(wa, inputs.variables)
+    stats = [inputs.stats["originals"], wa_stats]  # WO and HO together are O
+    return "approximate_holdout", wo, wa, ho, (n_wo, wa_stats["__n"], n - n_wo), stats, [ids]
 
 
 def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
-    reference = "holdout" if inputs.holdout is not None else "approximate_holdout"
-    return MetricResult.not_computed(
-        cfg.targets["closest_rate"],
-        "not implemented in this version of avatar-metrics",
-        {"reference": reference},
-    )
+    target = cfg.targets["closest_rate"]
+    reference, wo, wa, ho, (n_wo, n_wa, n_ho), stats, cached = references(inputs, cfg)
+    sizes = {"reference": reference, "working_originals": n_wo, "working_avatars": n_wa, "holdout_records": n_ho}
+    if n_wa < 2 or n_ho < 2:
+        for df in cached:
+            df.unpersist()
+        return MetricResult.not_computed(
+            target,
+            f"needs at least two records in the avatars compared ({n_wa}) and in the holdout reference ({n_ho})",
+            sizes,
+        )
+    variables = [Variable(v, k) for v, k in inputs.variables.items()]
+    ranges = ranges_of(stats, variables)
+    results = []
+    rec = None
+    try:
+        for name, candidates, count in zip(SEARCHES, (wa, ho), (n_wa, n_ho)):
+            results.append(
+                nearest(wo, candidates, variables, ranges, search_name=name, seed=cfg.seed,
+                        block_size=cfg.block_size, n_candidates=count, query_partitions=cfg.query_partitions)
+            )
+        rec = per_record(*results).cache()
+        q = cfg.quantile
+        (tau_d, med_d_ho), _ = midpoint_percentiles(rec, "d_ho", [q, 50])
+        (tau_r, med_r_ho), n_r_ho = midpoint_percentiles(rec, "r_ho", [q, 50])
+        (med_d_wa,), _ = midpoint_percentiles(rec, "d_wa", [50])
+        (med_r_wa,), n = midpoint_percentiles(rec, "r_wa", [50])
+        details = {
+            **sizes,
+            "tau_d": tau_d,
+            "tau_r": tau_r,
+            "quantile": q,
+            "n": n,
+            "distance_to_closest": med_d_wa,
+            "closest_distances_ratio": med_r_wa,
+            "holdout_distance_to_closest": med_d_ho,
+            "holdout_closest_distances_ratio": med_r_ho,
+        }
+        if tau_r is None:
+            return MetricResult.not_computed(
+                target, "no working original has a ratio against the holdout (every second distance is 0)", details
+            )
+        if n == 0:
+            return MetricResult.not_computed(
+                target, "no working original has a ratio against the avatars (every second distance is 0)", details
+            )
+        at_risk = rec.filter(
+            F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
+        ).count()
+    finally:
+        for df in [rec, *results, *cached]:
+            if df is not None:
+                df.unpersist()
+    details["at_risk"] = at_risk
+    return MetricResult.ok(100.0 * (1.0 - at_risk / n), target, details)
