@@ -12,12 +12,14 @@ from contextlib import contextmanager
 from typing import Any, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from . import __version__
 from .config import Config, as_config
 from .metrics import closest, column_direct_match, knowledge, linkability
-from .report import Report
-from .schema import prepare_inputs, release
+from .io import ID, KEY
+from .report import MetricResult, Report
+from .schema import Inputs, prepare_inputs, release
 
 log = logging.getLogger("avatar_metrics")
 
@@ -85,12 +87,22 @@ def evaluate(
                 inputs, cfg.targets["column_direct_match_protection"]
             )
         with timer.step("knowledge_protection_rate"):
-            metrics["knowledge_protection_rate"] = knowledge.compute(inputs, cfg.targets["knowledge_protection_rate"])
+            metrics["knowledge_protection_rate"] = knowledge.compute(
+                inputs, cfg.targets["knowledge_protection_rate"], keep_records=cfg.records
+            )
         with timer.step("linkability_protection_rate"):
             metrics["linkability_protection_rate"] = linkability.compute(spark, inputs, cfg)
         with timer.step("closest_rate"):
             metrics["closest_rate"] = closest.compute(spark, inputs, cfg)
+        records = None
+        if cfg.records:
+            with timer.step("records"):
+                records = per_original_records(inputs, metrics)
     finally:
+        for m in metrics.values():
+            if m.records is not None:
+                m.records.unpersist()
+                m.records = None
         release(inputs)
     timer.timings["total"] = time.perf_counter() - t0
 
@@ -109,4 +121,38 @@ def evaluate(
         seed=cfg.seed,
         versions=versions(spark),
         timings=timer.timings,
+        records=records,
     )
+
+
+def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> DataFrame:
+    """One row per original: its key (or position) and what each metric found.
+
+    No variable values. Avatars are named by their key (or position) too.
+    Returns a cached DataFrame.
+    """
+    key = inputs.row_key
+    if key is None:
+        base = inputs.originals.select(ID, F.col(ID).alias("position"))
+    else:
+        base = inputs.originals.select(ID, F.col(KEY).alias(key))
+    for m in metrics.values():
+        if m.records is not None:
+            base = base.join(m.records, ID, "left")
+    cols = set(base.columns)
+    if "lpr_avatar_a" in cols and key is not None:
+        names = inputs.avatars.select(F.col(ID).alias("__cid"), F.col(KEY).alias("__ckey"))
+        for side in ("lpr_avatar_a", "lpr_avatar_b"):
+            base = (
+                base.join(names, base[side] == names["__cid"], "left")
+                .withColumn(side, F.col("__ckey"))
+                .drop("__cid", "__ckey")
+            )
+    if "kpr_unique" in cols:
+        base = base.fillna(False, subset=["kpr_unique", "kpr_matched"])
+    if "closest_d_wa" in cols:
+        # with the approximate holdout, the holdout half has no closest figures
+        base = base.withColumn("closest_working", F.col("closest_d_wa").isNotNull())
+    out = base.orderBy(ID).drop(ID).cache()
+    out.count()
+    return out

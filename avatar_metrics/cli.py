@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from .errors import AvatarMetricsError
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
+MIN_SPLIT = 500  # = holdout.MIN_RECORDS, kept here so that --help needs no Spark import
 
 log = logging.getLogger("avatar_metrics")
 
@@ -30,6 +32,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (dotted, YAML value)")
     run.add_argument("--fail-on-target", action="store_true", help="exit 3 when a computed metric misses its target")
     run.add_argument("--debug", action="store_true", help="print tracebacks of unexpected errors (may show data)")
+    split = sub.add_parser("split", help="set a holdout aside before anonymization")
+    src = split.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", help="the original table's path")
+    src.add_argument("--table", help="the original table's metastore name")
+    split.add_argument("--format", default="parquet", choices=["parquet", "csv", "delta"], help="format of --input")
+    split.add_argument("--working", required=True, help="where to write the working half (parquet)")
+    split.add_argument("--holdout", required=True, help="where to write the holdout half (parquet)")
+    split.add_argument("--seed", type=int, default=0)
+    split.add_argument("--row-key", default=None, help="unique key column (default: input order)")
+    split.add_argument("--force", action="store_true", help=f"split even below {MIN_SPLIT} records")
+    split.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    split.add_argument("--master", default="local[*]", help="Spark master when not under spark-submit")
+    split.add_argument("--debug", action="store_true", help="print tracebacks of unexpected errors (may show data)")
     return p
 
 
@@ -88,8 +103,11 @@ def cmd_run(args) -> int:
     cfg = load_config(args.config, args.set)
     out_dir = Path(cfg.output)
     report_path = out_dir / "report.json"
-    # a report left by an earlier run must not pass for this run's
+    records_path = out_dir / "records"
+    # outputs left by an earlier run must not pass for this run's
     report_path.unlink(missing_ok=True)
+    if records_path.is_dir():
+        shutil.rmtree(records_path)
 
     spark, created = get_session(cfg)
     try:
@@ -99,6 +117,11 @@ def cmd_run(args) -> int:
         avatars = read_table(spark, cfg.avatars, "avatars")
         holdout = read_table(spark, cfg.holdout, "holdout") if cfg.holdout else None
         report = evaluate(spark, originals, avatars, holdout, cfg)
+        if report.records is not None:
+            # records/ first: report.json is written last, when everything is complete
+            report.records.write.mode("overwrite").parquet(str(records_path.resolve()))
+            report.records.unpersist()
+            log.info("per-original records: %s", records_path)
         write_atomic(report_path, report.to_json() + "\n")
     finally:
         if created:
@@ -112,12 +135,53 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
+def cmd_split(args) -> int:
+    from .config import TableSpec, as_config
+    from .errors import InputError
+    from .holdout import split_holdout
+    from .io import read_table
+
+    outputs = [Path(args.working), Path(args.holdout)]
+    if outputs[0].resolve() == outputs[1].resolve():
+        raise InputError("--working and --holdout must be two different places")
+    if not args.overwrite:
+        for p in outputs:
+            if p.exists():
+                raise InputError(f"{p} exists already: remove it or pass --overwrite")
+    cfg = as_config({"spark": {"master": args.master}})
+    spark, created = get_session(cfg)
+    try:
+        spec = TableSpec(table=args.table) if args.table else TableSpec(path=args.input, format=args.format)
+        df = read_table(spark, spec, "originals")
+        working, holdout, n = split_holdout(df, args.seed, args.row_key)
+        if n < MIN_SPLIT and not args.force:
+            print(
+                f"avatar-metrics: not split: {n} records, fewer than {MIN_SPLIT}: a holdout half this small is "
+                "no useful reference, so the metrics will use the approximate holdout (split at metric time). "
+                "Pass --force to split anyway.",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        mode = "overwrite" if args.overwrite else "errorifexists"
+        for half, path in zip((working, holdout), outputs):
+            half.write.mode(mode).parquet(str(path.resolve()))
+        n_work = (n + 1) // 2
+        print(f"working half: {n_work} records -> {outputs[0]}")
+        print(f"holdout half: {n - n_work} records -> {outputs[1]}")
+    finally:
+        if created:
+            spark.stop()
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     _setup_logging()
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "split":
+            return cmd_split(args)
         return EXIT_ERROR  # pragma: no cover - argparse refuses other commands
     except AvatarMetricsError as exc:
         print(f"avatar-metrics: error: {exc}", file=sys.stderr)

@@ -42,6 +42,8 @@ DEFAULTS: dict[str, Any] = {
         "column_direct_match_protection": 50,
     },
     "output": "out/",
+    # write records/ (per-original results, no variable values) next to report.json
+    "records": True,
     "spark": {"master": "local[*]", "conf": {}},
     # Additions to the interface (documented in conf/template.yaml):
     "search": {
@@ -79,6 +81,7 @@ class Config:
     quantile: float
     targets: Mapping[str, float]
     output: str
+    records: bool
     spark_master: str
     spark_conf: Mapping[str, str]
     block_size: int
@@ -105,6 +108,7 @@ class Config:
             "quantile": self.quantile,
             "targets": dict(self.targets),
             "output": self.output,
+            "records": self.records,
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
         }
@@ -266,6 +270,8 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     output = merged["output"]
     if not isinstance(output, str) or not output:
         raise ConfigError("configuration key output must be a directory path")
+    if not isinstance(merged["records"], bool):
+        raise ConfigError("configuration key records must be true or false")
     master = merged["spark"]["master"]
     if not isinstance(master, str) or not master:
         raise ConfigError("configuration key spark.master must be a Spark master URL such as local[*]")
@@ -290,6 +296,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         quantile=quantile,
         targets=targets,
         output=output,
+        records=merged["records"],
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
         block_size=block,

@@ -19,6 +19,7 @@ from .errors import InputError
 log = logging.getLogger(__name__)
 
 ID = "__am_id"  # the record id column used inside the engine
+KEY = "__am_key"  # the row key's own value, kept for the per-record output
 
 
 def read_table(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:

@@ -30,6 +30,8 @@ class MetricResult:
     computed: bool
     reason: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # per-original results (a cached Spark DataFrame keyed by the record id), not in the JSON
+    records: Any = field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool | None:
@@ -63,6 +65,8 @@ class Report:
     seed: int
     versions: dict[str, str]
     timings: dict[str, float]
+    # per-original results: a cached Spark DataFrame, or None (config key records)
+    records: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

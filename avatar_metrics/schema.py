@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import ID, with_position
+from .io import ID, KEY, with_position
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +145,11 @@ def _known(cfg: Config, variables: dict[str, str]) -> tuple[str, ...]:
     return tuple(known)
 
 
-def _clean(df: DataFrame, variables: dict[str, str], id_expr) -> DataFrame:
-    """Select the id and the variables; NaN becomes null (the spec: NaN is a null)."""
+def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None) -> DataFrame:
+    """Select the id (and row key) and the variables; NaN becomes null (the spec: NaN is a null)."""
     cols = [id_expr.alias(ID)]
+    if key is not None:
+        cols.append(F.col(f"`{key}`").alias(KEY))
     for c in variables:
         dt = df.schema[c].dataType
         col = F.col(f"`{c}`")
@@ -159,7 +161,8 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr) -> DataFrame:
     return df.select(*cols)
 
 
-def _key_id(df: DataFrame, key: str):
+def key_id(df: DataFrame, key: str):
+    """The record id from a row key: the integer itself, or a 64-bit hash of the value."""
     dt = df.schema[key].dataType
     if isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
         return F.col(f"`{key}`").cast("long")
@@ -206,7 +209,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         if raw is None:
             continue
         if cfg.row_key is not None:
-            df = _clean(raw, variables, _key_id(raw, cfg.row_key))
+            df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key)
         else:
             df = _clean(with_position(raw), variables, F.col(ID))
         df = df.cache()

@@ -57,6 +57,12 @@ def test_console_script_end_to_end(tmp_path):
     rep = check_report(out / "report.json")
     assert "Knowledge Protection Rate" in proc.stdout and "report:" in proc.stdout
     assert "step linkability_protection_rate: done" in proc.stderr
+    records = pd.read_parquet(out / "records")
+    assert len(records) == 3000 and "position" in records.columns
+    assert set(records.columns).isdisjoint(rep["inputs"]["variables"])  # no variable values
+    assert int(records.lpr_linked.sum()) == rep["metrics"]["linkability_protection_rate"]["details"]["linked"]
+    assert int(records.closest_at_risk.sum()) == rep["metrics"]["closest_rate"]["details"]["at_risk"]
+    assert int(records.kpr_matched.sum()) == rep["metrics"]["knowledge_protection_rate"]["details"]["matched"]
     O, A, kinds = example_reference()
     value, cols = ref.column_direct_match(O, A, list(O.columns))
     assert rep["metrics"]["column_direct_match_protection"]["value"] == value

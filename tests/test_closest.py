@@ -86,3 +86,51 @@ def test_midpoint_percentile_small_sizes(spark, m):
     assert got == [ref.midpoint(xs, q) for q in qs]
     if m == 4:  # where midpoint and linear interpolation differ
         assert got[1] != float(np.percentile(xs, 5, method="linear")) or len(set(xs)) == 1
+
+
+def test_per_record_results(spark, frames):
+    O, A, H = frames
+    rid = lambda df: df.assign(rid=np.arange(len(df)))
+    halves = [["i_small", "cat2"], ["flag", "cat3"]]
+    rep = evaluate(spark, to_spark(spark, rid(O), 2), to_spark(spark, rid(A), 3), None,
+                   {"row_key": "rid", "linkability_halves": halves, "seed": 3})
+    recs = rep.records.toPandas().set_index("rid").sort_index()
+    rep.records.unpersist()
+    assert set(recs.columns).isdisjoint(KINDS)  # no variable values
+    assert len(recs) == len(O)
+    want = ref.closest(O, A, None, KINDS, seed=3)
+    working = recs[recs.closest_working]
+    assert len(working) == 25 and recs.closest_d_wa.isna().sum() == 25
+    for i, d_wa, r_wa, d_ho, r_ho in want["per_record"]:
+        row = working.loc[i]
+        assert row.closest_d_wa == d_wa and row.closest_d_ho == d_ho
+        assert (pd.isna(row.closest_r_wa) and r_wa is None) or row.closest_r_wa == r_wa
+        assert (pd.isna(row.closest_r_ho) and r_ho is None) or row.closest_r_ho == r_ho
+    assert int(working.closest_at_risk.sum()) == want["at_risk"]
+    ranges = {v: ref.column_range([O, A], v) for v in KINDS if KINDS[v] == "numeric"}
+    la = ref.nearest(O, A, halves[0], KINDS, ranges, 3, "linkability/A")
+    lb = ref.nearest(O, A, halves[1], KINDS, ranges, 3, "linkability/B")
+    assert recs.lpr_avatar_a.tolist() == [r[3] for r in la]
+    assert recs.lpr_avatar_b.tolist() == [r[3] for r in lb]
+    assert recs.lpr_linked.tolist() == [a[3] == b[3] for a, b in zip(la, lb)]
+    assert int(recs.lpr_linked.sum()) == rep.metrics["linkability_protection_rate"].details["linked"]
+
+
+def test_records_name_avatars_by_their_key(spark):
+    O = pd.DataFrame({"pid": [f"p{i}" for i in range(12)], "a": np.arange(12) % 4, "b": list("xyz") * 4,
+                      "c": np.arange(12) * 1.5})
+    A = O.copy()
+    A["c"] = A["c"][::-1].to_numpy()
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A.iloc[::-1]), None,
+                   {"row_key": "pid", "known_variables": ["a", "b"], "linkability_halves": [["a"], ["b"]]})
+    recs = rep.records.toPandas()
+    rep.records.unpersist()
+    assert set(recs.pid) == set(O.pid)
+    assert set(recs.lpr_avatar_a) <= set(O.pid) and set(recs.lpr_avatar_b) <= set(O.pid)
+    assert recs.kpr_unique.dtype == bool
+
+
+def test_records_can_be_turned_off(spark, frames):
+    O, A, H = frames
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"records": False})
+    assert rep.records is None

@@ -71,7 +71,7 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
     variables = [Variable(v, k) for v, k in inputs.variables.items()]
     ranges = ranges_of(stats, variables)
     results = []
-    rec = None
+    rec = records = None
     try:
         for name, candidates, count in zip(SEARCHES, (wa, ho), (n_wa, n_ho)):
             results.append(
@@ -103,12 +103,23 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
             return MetricResult.not_computed(
                 target, "no working original has a ratio against the avatars (every second distance is 0)", details
             )
-        at_risk = rec.filter(
-            F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
-        ).count()
+        risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
+        at_risk = rec.filter(risky).count()
+        if cfg.records:
+            records = rec.select(
+                ID,
+                F.col("d_wa").alias("closest_d_wa"),
+                F.col("r_wa").alias("closest_r_wa"),
+                F.col("d_ho").alias("closest_d_ho"),
+                F.col("r_ho").alias("closest_r_ho"),
+                F.coalesce(risky, F.lit(False)).alias("closest_at_risk"),
+            ).cache()
+            records.count()
     finally:
         for df in [rec, *results, *cached]:
             if df is not None:
                 df.unpersist()
     details["at_risk"] = at_risk
-    return MetricResult.ok(100.0 * (1.0 - at_risk / n), target, details)
+    result = MetricResult.ok(100.0 * (1.0 - at_risk / n), target, details)
+    result.records = records
+    return result

@@ -70,7 +70,7 @@ def unique_profiles(df: DataFrame, cols) -> DataFrame:
     return df.groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"), F.min(ID).alias(ID)).filter("__c = 1").drop("__c")
 
 
-def compute(inputs: Inputs, target: float) -> MetricResult:
+def compute(inputs: Inputs, target: float, keep_records: bool = False) -> MetricResult:
     known = list(inputs.known)
     if not known:
         return MetricResult.not_computed(target, "no known variables: set known_variables in the configuration")
@@ -106,12 +106,23 @@ def compute(inputs: Inputs, target: float) -> MetricResult:
         a_binned = _binned(inputs.avatars, known, kinds, bins)
         b1 = unique_profiles(a_binned, kcols).drop(ID)
         cond = [u_binned[k].eqNullSafe(b1[k]) for k in kcols]
-        matched = u_binned.join(b1, cond, "left_semi").count()
+        matched_ids = u_binned.join(b1, cond, "left_semi").select(ID, F.lit(True).alias("kpr_matched"))
+        records = None
+        if keep_records:
+            records = (
+                U.select(ID, F.lit(True).alias("kpr_unique"))
+                .join(matched_ids, ID, "left")
+                .select(ID, "kpr_unique", F.coalesce("kpr_matched", F.lit(False)).alias("kpr_matched"))
+                .cache()
+            )
+            matched = records.filter("kpr_matched").count()
+        else:
+            matched = matched_ids.count()
     finally:
         U.unpersist()
 
     value = 100.0 * (1.0 - matched / n)
-    return MetricResult.ok(
+    result = MetricResult.ok(
         value,
         target,
         {
@@ -122,3 +133,5 @@ def compute(inputs: Inputs, target: float) -> MetricResult:
             "bins": {c: b.to_dict() for c, b in bins.items()},
         },
     )
+    result.records = records
+    return result

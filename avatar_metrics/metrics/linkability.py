@@ -51,6 +51,7 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
 
     stats = [inputs.stats["originals"], inputs.stats["avatars"]]
     results = []
+    records = None
     try:
         for name, half in zip(SEARCHES, halves):
             variables = [Variable(v, inputs.variables[v]) for v in half]
@@ -68,7 +69,16 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
             results.append(res)
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))
-        row = a.join(b, ID).agg(
+        pairs = a.join(b, ID)
+        if cfg.records:
+            records = pairs.select(
+                ID,
+                (F.col("ca") == F.col("cb")).alias("lpr_linked"),
+                F.col("ca").alias("lpr_avatar_a"),
+                F.col("cb").alias("lpr_avatar_b"),
+            ).cache()
+            records.count()
+        row = pairs.agg(
             F.count(F.lit(1)).alias("n"),
             F.sum((F.col("ca") == F.col("cb")).cast("long")).alias("linked"),
             F.sum((F.col("na") > 1).cast("long")).alias("ties_a"),
@@ -82,7 +92,7 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
     if row["n"] != n:
         raise RuntimeError(f"linkability searches returned {row['n']} of {n} originals")
     linked = int(row["linked"] or 0)
-    return MetricResult.ok(
+    result = MetricResult.ok(
         100.0 * (1.0 - linked / n),
         target,
         {
@@ -93,3 +103,5 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
             "queries_with_ties": [int(row["ties_a"] or 0), int(row["ties_b"] or 0)],
         },
     )
+    result.records = records
+    return result
