@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
     # Additions to the interface (documented in conf/template.yaml):
     "search": {
         # candidates shipped to the executors in one Spark pass (one block)
-        "block_size": 50_000,
+        "block_size": 250_000,
         # repartition the queries into this many partitions (null: as read)
         "query_partitions": None,
     },

@@ -118,3 +118,68 @@ def test_null_rules():
     assert D[0, 1] == (0.0 + 1.0 + 1.0) / 3
     assert D[1, 0] == 3.0 / 3
     assert D[1, 1] == (1.0 + 1.0 + 0.0) / 3
+
+
+# ------------------------------------------------------------------ the index (fast path)
+
+from avatar_metrics.kernels.index import CandidateIndex  # noqa: E402
+
+
+def index_search(Q, qids, C, cids, space, salt, state=None):
+    return CandidateIndex(C, cids, space).search(Q, qids, salt, state)
+
+
+@pytest.mark.parametrize("subset", range(len(SUBSETS)))
+def test_index_matches_reference(tables, subset):
+    O, A, Q, C, space, ranges = tables
+    names = SUBSETS[subset]
+    cols = [VARS.index(v) for v in names]
+    space = K.Space(is_cat=space.is_cat[cols], ranges=space.ranges[cols])
+    want = ref.nearest(O, A, names, KINDS, ranges, seed=11, search="s")
+    st = index_search(Q[:, cols], np.arange(len(O)), C[:, cols], np.arange(len(A)), space, K.search_salt(11, "s"))
+    assert list(zip(st.d1.tolist(), st.d2.tolist(), st.n1.tolist(), st.cid.tolist())) == want
+
+
+def random_space(rng, nv):
+    is_cat = rng.random(nv) < 0.5
+    return is_cat
+
+
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("AM_RANDOM_LAYOUTS", "24"))))
+def test_index_equals_plain_kernel_on_random_layouts(seed):
+    """Every path: exact and one-off profiles, far profiles, scans, null scan values, duplicates, negative ids."""
+    rng = np.random.default_rng(seed)
+    nv = int(rng.integers(1, 7))
+    is_cat = rng.random(nv) < 0.5
+    nq, nc = int(rng.integers(1, 60)), int(rng.integers(1, 80))
+    levels = int(rng.integers(1, 6))
+
+    def table(n):
+        X = np.empty((n, nv))
+        for v in range(nv):
+            if is_cat[v]:
+                X[:, v] = rng.integers(-1 if seed % 3 == 0 else 0, levels, n)  # -1: a value the block lacks
+            else:
+                X[:, v] = np.round(rng.normal(0, 2, n), int(rng.integers(0, 3)))
+            X[rng.random(n) < 0.15, v] = np.nan
+        return X
+
+    Q, C = table(nq), table(nc)
+    C[: nc // 4] = C[nc // 4 : 2 * (nc // 4)]  # duplicated candidates
+    ranges = np.array([0.0 if is_cat[v] else (np.nanmax(np.r_[Q[:, v], C[:, v], 0]) - np.nanmin(np.r_[Q[:, v], C[:, v], 0])) for v in range(nv)])
+    if seed % 4 == 1 and nv > 1:
+        ranges[0] = 0.0  # a constant variable
+    space = K.Space(is_cat=is_cat, ranges=ranges)
+    qids = rng.integers(-(2**62), 2**62, nq)
+    cids = rng.permutation(np.arange(-nc, nc))[:nc].astype(np.int64) * 7919
+    salt = K.search_salt(seed, "x")
+    plain = K.search(Q, qids, C, cids, space, salt)
+    fast = index_search(Q, qids, C, cids, space, salt)
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(fast, f), getattr(plain, f)), f
+    # a state carried in from another block merges exactly too
+    half = nc // 2
+    first = index_search(Q, qids, C[:half], cids[:half], space, salt)
+    both = index_search(Q, qids, C[half:], cids[half:], space, salt, first)
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(both, f), getattr(plain, f)), f

@@ -4,10 +4,10 @@ The queries stay partitioned across the executors. The candidates are cut
 into blocks (``search.block_size`` records, assigned by a hash of their id);
 the driver fetches one block at a time and ships it to the executors inside
 the closure of a ``mapInPandas`` over the queries (no ``sparkContext``, so
-Spark Connect works). Each pass gives a partial top-2 state per query; the
-states of all blocks are merged exactly in Spark. Nothing here builds a
-query-by-candidate matrix larger than the kernel's bound, and the queries never
-reach the driver.
+Spark Connect works). The queries carry their top-2 state from pass to pass:
+each pass folds one block into it with the exact index of ``kernels.index``
+(the state of earlier blocks tightens its pruning). The queries never reach
+the driver.
 
 Categorical values are compared as values: each block factorizes its own
 values, and a query value absent from the block gets a code no candidate has.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,12 +28,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID
-from ..kernels.gower import Space, State, search, search_salt
+from ..kernels.gower import NO_KEY, Space, State, search_salt
+from ..kernels.index import CandidateIndex
 
 log = logging.getLogger(__name__)
-
-RESULT_SCHEMA = f"{ID} long, d1 double, d2 double, n1 long, cid long, key long"
-
 
 @dataclass(frozen=True)
 class Variable:
@@ -103,38 +102,38 @@ def encode_queries(pdf: pd.DataFrame, variables: Sequence[Variable], block: Bloc
     return Q
 
 
-def _state_frame(qids: np.ndarray, st: State) -> pd.DataFrame:
-    return pd.DataFrame({ID: qids, "d1": st.d1, "d2": st.d2, "n1": st.n1, "cid": st.cid, "key": st.key})
+STATE_COLUMNS = ("d1", "d2", "n1", "cid", "key")
+
+# One index per Python worker: built by the first task of a pass that meets
+# the block, reused by the worker's later tasks of the same pass.
+_INDEX_CACHE: dict[str, CandidateIndex] = {}
 
 
-def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int) -> DataFrame:
+def _index_for(token: str, block: Block, space: Space) -> CandidateIndex:
+    index = _INDEX_CACHE.get(token)
+    if index is None:
+        _INDEX_CACHE.clear()
+        index = CandidateIndex(block.C, block.cids, space)
+        _INDEX_CACHE[token] = index
+    return index
+
+
+def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema) -> DataFrame:
+    """One pass: fold a block of candidates into the state carried by the queries."""
+    token = uuid.uuid4().hex
+
     def run(batches):
+        index = _index_for(token, block, space)
         for pdf in batches:
             qids = pdf[ID].to_numpy(dtype=np.int64)
             Q = encode_queries(pdf, variables, block)
-            st = search(Q, qids, block.C, block.cids, space, salt)
-            yield _state_frame(qids, st)
+            prior = State(*(pdf[c].to_numpy() for c in STATE_COLUMNS))
+            st = index.search(Q, qids, salt, prior)
+            for c in STATE_COLUMNS:
+                pdf[c] = getattr(st, c)
+            yield pdf
 
-    return queries.mapInPandas(run, RESULT_SCHEMA)
-
-
-def merge_states(parts: DataFrame) -> DataFrame:
-    """Exact merge, per query, of the partial states of several blocks."""
-    g = parts.groupBy(ID).agg(
-        F.min("d1").alias("d1"),
-        F.collect_list(F.struct("d1", "d2", "n1", "key", "cid")).alias("s"),
-    )
-    at_min = F.filter("s", lambda x: x["d1"] == F.col("d1"))
-    both = F.array_sort(F.flatten(F.transform("s", lambda x: F.array(x["d1"], x["d2"]))))
-    best = F.array_min(F.transform(at_min, lambda x: F.struct(x["key"].alias("key"), x["cid"].alias("cid"))))
-    return g.select(
-        ID,
-        "d1",
-        F.element_at(both, 2).alias("d2"),
-        F.aggregate(at_min, F.lit(0).cast("long"), lambda acc, x: acc + x["n1"]).alias("n1"),
-        best["cid"].alias("cid"),
-        best["key"].alias("key"),
-    )
+    return queries.mapInPandas(run, schema)
 
 
 def nearest(
@@ -153,7 +152,8 @@ def nearest(
 
     ``queries`` and ``candidates`` have the ``ID`` column and the variables.
     Runs one Spark pass per candidate block; the returned DataFrame is cached
-    (the caller unpersists it).
+    (the caller unpersists it). It is the state of the last pass, so the
+    result is the same whatever the number and order of the blocks.
     """
     variables = list(variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
@@ -169,8 +169,18 @@ def nearest(
     if n_blocks > 1:
         c = c.cache()
 
+    state = q.select(
+        "*",
+        F.lit(math.inf).alias("d1"),
+        F.lit(math.inf).alias("d2"),
+        F.lit(0).cast("long").alias("n1"),
+        F.lit(-1).cast("long").alias("cid"),
+        F.lit(NO_KEY).cast("long").alias("key"),
+    )
+    schema = state.schema
     t0 = time.perf_counter()
-    parts = []
+    done = 0
+    previous = None
     try:
         for b in range(n_blocks):
             pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
@@ -178,26 +188,19 @@ def nearest(
                 continue
             pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
             block = encode_block(pdf, variables)
-            part = _pass(q, block, variables, space, salt).cache()
-            part.count()
-            parts.append(part)
+            state = _pass(state, block, variables, space, salt, schema).cache()
+            state.count()
+            if previous is not None:
+                previous.unpersist()
+            previous = state
+            done += len(pdf)
             log.info(
-                "search %s: block %d of %d done (%d candidates), %.1f s so far",
-                search_name, b + 1, n_blocks, len(pdf), time.perf_counter() - t0,
+                "search %s: block %d of %d done, %d of %d candidates, %.1f s so far",
+                search_name, b + 1, n_blocks, done, n_candidates, time.perf_counter() - t0,
             )
     finally:
         if n_blocks > 1:
             c.unpersist()
-    if not parts:
+    if previous is None:
         raise ValueError(f"search {search_name}: no candidates")
-    if len(parts) == 1:
-        return parts[0]
-    union = parts[0]
-    for p in parts[1:]:
-        union = union.unionByName(p)
-    merged = merge_states(union).cache()
-    merged.count()
-    for p in parts:
-        p.unpersist()
-    log.info("search %s: %d blocks merged, %.1f s", search_name, len(parts), time.perf_counter() - t0)
-    return merged
+    return previous.select(ID, *STATE_COLUMNS)

@@ -1,0 +1,282 @@
+"""An exact index for the Gower nearest-neighbour search (the fast path).
+
+Same results as ``gower.search``, bit for bit, found with much less work:
+
+1. **Points.** Candidates with identical values on the searched variables are
+   one point with a list of members: distances are computed once per point;
+   only ties hash every member (the spec's tie-break needs each one).
+2. **Profiles.** Points are grouped by profile: categorical codes (null is a
+   value) and the null mask of the numeric variables. Between a query and any
+   point of a group, every differing profile position adds a term of exactly
+   1, so ``H / |V|`` (H = differing positions) bounds the distance from below.
+   Groups are visited in order of H (0, then 1 through per-position lookups,
+   then the rest by a full count only when needed) and skipped when the bound
+   exceeds the query's current second distance ``d2``.
+3. **A sorted scan.** Within a group, points are sorted by one numeric
+   variable; a query scans outward from its place and stops on each side when
+   that variable's own term, ``|x - y| / range / |V|``, exceeds ``d2``.
+
+Why the bounds are safe in floating point: a distance is the float sum of
+non-negative terms in the order of V, divided by |V|. Rounding is monotone, so
+that sum is at least the float sum of any subsequence of its terms (H ones, or
+the one scan term), and so is the quotient. A point is skipped only when its
+bound is strictly above ``d2``: it could change neither ``d1``, ``d2``, the
+count at ``d1`` nor the tie-break.
+
+The per-query loops are compiled with numba (no fastmath: IEEE operations in
+the same order as the numpy kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .gower import NO_KEY, Space, State
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True, inline="always")
+def _mix(x):
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True)
+def _distance(Q, q, P, p, is_cat, ranges, nv):
+    s = 0.0
+    for v in range(nv):
+        a = Q[q, v]
+        b = P[p, v]
+        an = np.isnan(a)
+        bn = np.isnan(b)
+        if an or bn:
+            t = 0.0 if (an and bn) else 1.0
+        elif is_cat[v]:
+            t = 0.0 if a == b else 1.0
+        else:
+            r = ranges[v]
+            t = abs(a - b) / r if r > 0 else 0.0
+        s += t
+    return s / nv
+
+
+@njit(cache=True)
+def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
+    """Fold point p at distance d into query q's state."""
+    if d > d1[q] and d >= d2[q]:
+        return
+    m = moff[p + 1] - moff[p]
+    if d > d1[q]:  # d1 < d < d2
+        d2[q] = d
+        return
+    # d <= d1: the members' tie keys are needed
+    j0 = moff[p]
+    c_best = members[j0]
+    k_best = np.int64(_mix(sq ^ np.uint64(c_best)) >> np.uint64(1))
+    for j in range(j0 + 1, moff[p + 1]):
+        c = members[j]
+        k = np.int64(_mix(sq ^ np.uint64(c)) >> np.uint64(1))
+        if k < k_best or (k == k_best and c < c_best):
+            k_best = k
+            c_best = c
+    if d < d1[q]:
+        d2[q] = d if m >= 2 else d1[q]
+        d1[q] = d
+        n1[q] = m
+        bkey[q] = k_best
+        bcid[q] = c_best
+    else:  # d == d1
+        n1[q] += m
+        d2[q] = d
+        if k_best < bkey[q] or (k_best == bkey[q] and c_best < bcid[q]):
+            bkey[q] = k_best
+            bcid[q] = c_best
+
+
+@njit(cache=True)
+def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv,
+                members, moff, d1, d2, n1, bkey, bcid):
+    """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``)."""
+    for i in range(qsel.shape[0]):
+        q = qsel[i]
+        if lb > d2[q]:
+            continue
+        x = Q[q, scan] if scan >= 0 else np.nan
+        if scan < 0 or np.isnan(x) or np.isnan(scanvals[start]):
+            for p in range(start, stop):
+                d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                _take(q, p, d, members, moff, sq[q], d1, d2, n1, bkey, bcid)
+            continue
+        r = ranges[scan]
+        # first point with scan value >= x
+        lo, hi = start, stop
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if scanvals[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        left = lo - 1
+        right = lo
+        while left >= start or right < stop:
+            # the side whose next point is closer on the scan variable
+            if right < stop and (left < start or scanvals[right] - x <= x - scanvals[left]):
+                p = right
+                right += 1
+                gap = scanvals[p] - x
+                side = 1
+            else:
+                p = left
+                left -= 1
+                gap = x - scanvals[p]
+                side = -1
+            bound = (gap / r if r > 0 else 0.0) / nv
+            if bound > d2[q]:
+                if side == 1:
+                    right = stop
+                else:
+                    left = start - 1
+                continue
+            d = _distance(Q, q, P, p, is_cat, ranges, nv)
+            _take(q, p, d, members, moff, sq[q], d1, d2, n1, bkey, bcid)
+
+
+@njit(cache=True)
+def _hamming_all(prof, gprof):
+    out = np.empty(gprof.shape[0], dtype=np.int64)
+    for g in range(gprof.shape[0]):
+        h = 0
+        for j in range(prof.shape[0]):
+            if prof[j] != gprof[g, j]:
+                h += 1
+        out[g] = h
+    return out
+
+
+def _profiles(X: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
+    """Profile matrix: categorical codes (null -> -2) and numeric null flags."""
+    prof = np.empty(X.shape, dtype=np.int64)
+    nan = np.isnan(X)
+    for v in range(X.shape[1]):
+        if is_cat[v]:
+            prof[:, v] = np.where(nan[:, v], -2, np.nan_to_num(X[:, v], nan=-2.0)).astype(np.int64)
+        else:
+            prof[:, v] = nan[:, v]
+    return prof
+
+
+def _rows_as_bytes(A: np.ndarray) -> np.ndarray:
+    A = np.ascontiguousarray(A)
+    return A.view(np.dtype((np.void, A.dtype.itemsize * A.shape[1]))).ravel()
+
+
+class CandidateIndex:
+    """The candidates of one block, indexed for exact Gower searches."""
+
+    def __init__(self, C: np.ndarray, cids: np.ndarray, space: Space):
+        self.space = space
+        nv = space.n_vars
+        C = np.where(np.isnan(C), np.nan, C).reshape(-1, nv)  # one NaN bit pattern
+        cids = np.asarray(cids, dtype=np.int64)
+        # 1. points
+        uniq, inverse = np.unique(_rows_as_bytes(C), return_inverse=True)
+        first = np.full(uniq.shape[0], -1, dtype=np.int64)
+        first[inverse[::-1]] = np.arange(C.shape[0])[::-1]
+        points = C[first]
+        moff = np.zeros(uniq.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(inverse, minlength=uniq.shape[0]), out=moff[1:])
+        # 2. groups by profile; 3. scan variable
+        prof = _profiles(points, space.is_cat)
+        gkeys, ginv = np.unique(_rows_as_bytes(prof), return_inverse=True)
+        numeric = np.flatnonzero(~space.is_cat & (space.ranges > 0))
+        self.scan = -1
+        if numeric.size:
+            distinct = [np.unique(points[:, v][~np.isnan(points[:, v])]).size for v in numeric]
+            self.scan = int(numeric[int(np.argmax(distinct))])
+        scanv = points[:, self.scan] if self.scan >= 0 else np.zeros(points.shape[0])
+        porder = np.lexsort((scanv, ginv))
+        # members follow their points' new order
+        counts = moff[1:] - moff[:-1]
+        rank = np.empty_like(porder)
+        rank[porder] = np.arange(porder.size)
+        self.members = cids[np.argsort(rank[inverse], kind="stable")]
+        self.moff = np.zeros(porder.size + 1, dtype=np.int64)
+        np.cumsum(counts[porder], out=self.moff[1:])
+        self.P = np.ascontiguousarray(points[porder])
+        self.scanvals = np.ascontiguousarray(scanv[porder])
+        g_sorted = ginv[porder]
+        self.gstart = np.searchsorted(g_sorted, np.arange(gkeys.size), side="left")
+        self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
+        self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
+        self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
+        self.wild: list[dict[bytes, list[int]]] = []
+        for j in range(nv):
+            d: dict[bytes, list[int]] = {}
+            rest = np.delete(self.gprof, j, axis=1)
+            for g in range(gkeys.size):
+                d.setdefault(rest[g].tobytes(), []).append(g)
+            self.wild.append(d)
+        self.n_candidates = int(cids.shape[0])
+
+    def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None) -> State:
+        space = self.space
+        nv = space.n_vars
+        nq = Q.shape[0]
+        st = State.empty(nq) if state is None else State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
+        if nq == 0 or self.n_candidates == 0:
+            return st
+        Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q))
+        qids = np.asarray(qids, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            sq = _mix_np(np.uint64(salt) ^ qids.view(np.uint64))
+        is_cat = np.ascontiguousarray(space.is_cat, dtype=np.bool_)
+        ranges = np.ascontiguousarray(space.ranges, dtype=np.float64)
+        qprof = _profiles(Q, space.is_cat)
+        _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
+        qorder = np.argsort(qinv, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, qinv[qorder][1:] != qinv[qorder][:-1], True])
+        args = (self.P, is_cat, ranges, nv, self.members, self.moff, st.d1, st.d2, st.n1, st.key, st.cid)
+        for b in range(bounds.size - 1):
+            qsel = qorder[bounds[b] : bounds[b + 1]]
+            prof = qprof[qsel[0]]
+            done = set()
+            g0 = self.exact.get(prof.tobytes())
+            if g0 is not None:
+                self._group(Q, qsel, sq, 0.0, g0, args)
+                done.add(g0)
+            lb1 = 1.0 / nv
+            for j in range(nv):
+                for g in self.wild[j].get(np.delete(prof, j).tobytes(), ()):
+                    if g not in done:
+                        self._group(Q, qsel, sq, lb1, g, args)
+                        done.add(g)
+            lb2 = 2.0 / nv
+            need = qsel[st.d2[qsel] >= lb2]
+            if need.size and len(done) < self.gprof.shape[0]:
+                H = _hamming_all(prof, self.gprof)
+                for g in np.argsort(H, kind="stable"):
+                    if H[g] < 2:
+                        continue
+                    lb = float(H[g]) / nv
+                    need = need[st.d2[need] >= lb]
+                    if need.size == 0:
+                        break
+                    self._group(Q, need, sq, lb, int(g), args)
+        return st
+
+    def _group(self, Q, qsel, sq, lb, g, args):
+        P, is_cat, ranges, nv, members, moff, d1, d2, n1, key, cid = args
+        _scan_group(Q, qsel, sq, lb, P, int(self.gstart[g]), int(self.gstop[g]), self.scan, self.scanvals,
+                    is_cat, ranges, nv, members, moff, d1, d2, n1, key, cid)
+
+
+def _mix_np(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))

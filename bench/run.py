@@ -1,0 +1,206 @@
+"""Benchmark: the whole job on generated data of a given size. Not a test.
+
+    python bench/run.py --n 100000 [--n 1000000] [--master local[2]] [--brute-sample 2000]
+
+For each size: generates (once, deterministically, under bench/data/) the
+originals, avatar-like avatars (k = 10) and a holdout of the same size, with
+10 variables (integers, continuous numbers, categories of 2 to 40 levels,
+about 1 % nulls) and 4 known variables; runs ``avatar-metrics run`` in a
+subprocess with a local Spark; prints one line per metric and a total line:
+wall seconds, records per second, and the peak memory (RSS) of the driver
+(JVM + Python) and of the Python workers, sampled from /proc.
+
+``--brute-sample S`` also times the plain numpy brute-force kernel
+(``kernels.gower.search``) on S originals against all avatars, on all the
+variables, and extrapolates linearly to n originals, for the speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+KNOWN = ["age", "sex", "region", "children"]
+
+
+def data_for(n: int, folder: Path) -> Path:
+    out = folder / f"n{n}"
+    if (out / "_done").exists():
+        return out
+    from avatar_metrics.synth import make_avatars_fast, make_originals
+
+    out.mkdir(parents=True, exist_ok=True)
+    both = make_originals(2 * n, seed=n)
+    originals = both.iloc[:n].reset_index(drop=True)
+    holdout = both.iloc[n:].reset_index(drop=True)
+    avatars = make_avatars_fast(originals, k=10, seed=n + 1)
+    for name, df in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
+        df.to_parquet(out / f"{name}.parquet", index=False, row_group_size=200_000)
+    (out / "_done").write_text("ok")
+    return out
+
+
+def _tree_rss(root_pid: int) -> tuple[int, int]:
+    """(driver bytes, python worker bytes) of the process tree under root_pid."""
+    children: dict[int, list[int]] = {}
+    info: dict[int, str] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                stat = fh.read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        children.setdefault(ppid, []).append(int(d))
+        info[int(d)] = cmd
+    driver = workers = 0
+    stack = [root_pid]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            continue
+        if "pyspark.daemon" in info.get(pid, "") or "pyspark.worker" in info.get(pid, ""):
+            workers += rss
+        else:
+            driver += rss
+    return driver, workers
+
+
+def run_job(n: int, data: Path, master: str, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        cfg = Path(tmp) / "bench.yaml"
+        cfg.write_text(json.dumps({
+            "originals": {"path": str(data / "originals.parquet"), "format": "parquet"},
+            "avatars": {"path": str(data / "avatars.parquet"), "format": "parquet"},
+            "holdout": {"path": str(data / "holdout.parquet"), "format": "parquet"},
+            "known_variables": KNOWN,
+            "output": str(out),
+            "spark": {"master": master, "conf": {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8"}},
+        }))
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        cmd = [sys.executable, "-m", "avatar_metrics", "run", "--config", str(cfg), *extra]
+        t0 = time.perf_counter()
+        log = open(Path(tmp) / "log", "w")
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        peak = [0, 0]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                d, w = _tree_rss(proc.pid)
+                peak[0], peak[1] = max(peak[0], d), max(peak[1], w)
+                time.sleep(0.5)
+
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        rc = proc.wait()
+        wall = time.perf_counter() - t0
+        stop.set()
+        th.join()
+        log.close()
+        if rc != 0:
+            print((Path(tmp) / "log").read_text()[-4000:], file=sys.stderr)
+            raise SystemExit(f"job failed with exit code {rc}")
+        report = json.loads((out / "report.json").read_text())
+        progress = [line for line in (Path(tmp) / "log").read_text().splitlines() if "avatar-metrics" in line]
+    return {"report": report, "wall": wall, "peak_driver": peak[0], "peak_workers": peak[1], "log": progress}
+
+
+def brute_force(n: int, data: Path, sample: int) -> float:
+    """Seconds the plain kernel would take for n originals (timed on ``sample``)."""
+    import numpy as np
+    import pandas as pd
+
+    from avatar_metrics.kernels.gower import Space, search, search_salt
+
+    O = pd.read_parquet(data / "originals.parquet").iloc[:sample]
+    A = pd.read_parquet(data / "avatars.parquet")
+    H = pd.read_parquet(data / "holdout.parquet")
+    cols = list(O.columns)
+    Q = np.empty((len(O), len(cols)))
+    C = np.empty((len(A), len(cols)))
+    is_cat = np.zeros(len(cols), bool)
+    ranges = np.zeros(len(cols))
+    for i, c in enumerate(cols):
+        if pd.api.types.is_numeric_dtype(O[c]) and not pd.api.types.is_bool_dtype(O[c]):
+            Q[:, i] = O[c].to_numpy(float, na_value=np.nan)
+            C[:, i] = A[c].to_numpy(float, na_value=np.nan)
+            allv = np.r_[Q[:, i], C[:, i], H[c].to_numpy(float, na_value=np.nan)]
+            ranges[i] = np.nanmax(allv) - np.nanmin(allv)
+        else:
+            uniq = pd.Index(pd.unique(pd.concat([O[c], A[c]]).dropna()))
+            Q[:, i] = np.where(O[c].isna(), np.nan, uniq.get_indexer(O[c]))
+            C[:, i] = np.where(A[c].isna(), np.nan, uniq.get_indexer(A[c]))
+            is_cat[i] = True
+    t0 = time.perf_counter()
+    search(Q, np.arange(len(O)), C, np.arange(len(A)), Space(is_cat, ranges), search_salt(0, "bench"))
+    per_query = (time.perf_counter() - t0) / len(O)
+    # the job runs two searches over all variables (avatars, holdout) and two
+    # over the halves of the known variables (a lower cost, ignored here)
+    return 2 * per_query * n
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, action="append", help="originals (repeatable); default 100000")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--brute-sample", type=int, default=0, help="time the plain kernel on this many originals")
+    p.add_argument("--data", default=str(ROOT / "bench" / "data"))
+    p.add_argument("--set", action="append", default=[], help="passed to avatar-metrics run --set")
+    a = p.parse_args()
+    sizes = a.n or [100_000]
+    rows = []
+    for n in sizes:
+        data = data_for(n, Path(a.data))
+        res = run_job(n, data, a.master, [x for s in a.set for x in ("--set", s)])
+        rep = res["report"]
+        t = rep["timings"]
+        print(f"\n== n = {n:,} originals, {n:,} avatars, {n:,} holdout; master {a.master}")
+        print(f"{'step':<34}{'seconds':>10}{'records/s':>12}")
+        for step in ("inputs", "column_direct_match_protection", "knowledge_protection_rate",
+                     "linkability_protection_rate", "closest_rate", "records"):
+            if step in t:
+                print(f"{step:<34}{t[step]:>10.1f}{n / t[step]:>12,.0f}")
+        print(f"{'total (job, in the library)':<34}{t['total']:>10.1f}{n / t['total']:>12,.0f}")
+        print(f"{'total (wall, with Spark start)':<34}{res['wall']:>10.1f}{n / res['wall']:>12,.0f}")
+        gib = 1024 ** 3
+        print(f"peak memory: driver (JVM + Python) {res['peak_driver'] / gib:.2f} GiB, "
+              f"Python workers {res['peak_workers'] / gib:.2f} GiB, "
+              f"together {(res['peak_driver'] + res['peak_workers']) / gib:.2f} GiB")
+        for k, m in rep["metrics"].items():
+            print(f"  {k}: {m['value']}")
+        row = {"n": n, "wall": res["wall"], "peak_gib": (res["peak_driver"] + res["peak_workers"]) / gib}
+        if a.brute_sample:
+            est = brute_force(n, data, a.brute_sample)
+            row["brute"] = est
+            print(f"plain brute-force kernel (two full searches, extrapolated from {a.brute_sample} originals): "
+                  f"{est:,.0f} s, {est / t['closest_rate']:.0f}x the indexed Closest Rate step")
+        rows.append(row)
+    if len(rows) > 1:
+        base = rows[0]
+        for r in rows[1:]:
+            print(f"time ratio n={r['n']:,} / n={base['n']:,}: {r['wall'] / base['wall']:.1f} "
+                  f"(size ratio {r['n'] / base['n']:.0f}, its square {(r['n'] / base['n']) ** 2:.0f})")
+
+
+if __name__ == "__main__":
+    main()
