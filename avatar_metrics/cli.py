@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .errors import AvatarMetricsError
+from .errors import AvatarMetricsError, ConfigError
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
 MIN_SPLIT = 500  # = holdout.MIN_RECORDS, kept here so that --help needs no Spark import
@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="avatar-metrics", description="Privacy metrics of synthetic data (avatars) on Spark.")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="compute the metrics and write report.json")
-    run.add_argument("--config", required=True, help="YAML configuration file")
+    run.add_argument("--config", default=None, help="YAML configuration file (or give every key with --set)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (dotted, YAML value)")
     run.add_argument("--fail-on-target", action="store_true", help="exit 3 when a computed metric misses its target")
     run.add_argument("--debug", action="store_true", help="print tracebacks of unexpected errors (may show data)")
@@ -95,17 +95,38 @@ def _describe_unexpected(exc: BaseException) -> str:
     return f"{type(exc).__name__}{f' [{cond}]' if cond else ''}"
 
 
+def _remove_stale_outputs_of(args) -> None:
+    """A run whose configuration is refused still removes an earlier run's report."""
+    from .config import DEFAULTS, apply_overrides, load_yaml
+
+    try:
+        raw = apply_overrides(load_yaml(args.config) if args.config else {}, args.set)
+    except ConfigError:
+        return
+    out = raw.get("output", DEFAULTS["output"])
+    if isinstance(out, str) and out:
+        for name in ("report.json", "report.html"):
+            (Path(out) / name).unlink(missing_ok=True)
+
+
 def cmd_run(args) -> int:
     from .config import load_config
+    from .html import render as render_html
     from .io import read_table
     from .report import write_atomic
 
-    cfg = load_config(args.config, args.set)
+    try:
+        cfg = load_config(args.config, args.set)
+    except ConfigError:
+        _remove_stale_outputs_of(args)
+        raise
     out_dir = Path(cfg.output)
     report_path = out_dir / "report.json"
     records_path = out_dir / "records"
+    html_path = out_dir / "report.html"
     # outputs left by an earlier run must not pass for this run's
     report_path.unlink(missing_ok=True)
+    html_path.unlink(missing_ok=True)
     if records_path.is_dir():
         shutil.rmtree(records_path)
 
@@ -122,12 +143,14 @@ def cmd_run(args) -> int:
             report.records.write.mode("overwrite").parquet(str(records_path.resolve()))
             report.records.unpersist()
             log.info("per-original records: %s", records_path)
+        write_atomic(html_path, render_html(report.to_dict()))
         write_atomic(report_path, report.to_json() + "\n")
     finally:
         if created:
             spark.stop()
     print(report.summary())
-    print(f"report: {report_path}")
+    print(f"report: {report_path} (and {html_path.name}, {records_path.name}/)" if report.records is not None
+          else f"report: {report_path} (and {html_path.name})")
     missed = report.missed_targets()
     if args.fail_on_target and missed:
         log.warning("targets missed: %s", ", ".join(missed))

@@ -200,6 +200,10 @@ def table_stats(df: DataFrame, variables: dict[str, str]) -> dict:
 
 
 def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame | None, cfg: Config) -> Inputs:
+    # an empty table first: a CSV with only its header has string columns everywhere
+    for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
+        if raw is not None and raw.limit(1).count() == 0:
+            _fail(f"{role}: the table is empty: check the path or table name")
     variables = derive_variables(originals, avatars, holdout, cfg)
     known = _known(cfg, variables)
 
@@ -214,8 +218,6 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
             df = _clean(with_position(raw), variables, F.col(ID))
         df = df.cache()
         st = table_stats(df, variables)
-        if st["__n"] == 0:
-            _fail(f"{role}: the table is empty: check the path or table name")
         if cfg.row_key is not None:
             _check_keys(role, df, raw, cfg.row_key)
         tables[role] = df

@@ -94,7 +94,7 @@ def run_job(n: int, data: Path, master: str, extra: list[str]) -> dict:
             "holdout": {"path": str(data / "holdout.parquet"), "format": "parquet"},
             "known_variables": KNOWN,
             "output": str(out),
-            "spark": {"master": master, "conf": {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "8"}},
+            "spark": {"master": master, "conf": {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8"}},
         }))
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         cmd = [sys.executable, "-m", "avatar_metrics", "run", "--config", str(cfg), *extra]

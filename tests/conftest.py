@@ -36,3 +36,55 @@ def to_spark(spark, pdf, partitions=None):
     if partitions:
         df = df.repartition(partitions)
     return df
+
+
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_example_config(tmp_path: Path, **extra) -> Path:
+    """A job configuration on the bundled example data, with absolute paths."""
+    import yaml
+
+    data = ROOT / "data" / "example"
+    cfg = {
+        "originals": {"path": str(data / "originals.parquet"), "format": "parquet"},
+        "avatars": {"path": str(data / "avatars.parquet"), "format": "parquet"},
+        "holdout": {"path": str(data / "holdout.parquet"), "format": "parquet"},
+        "known_variables": ["age", "sex", "region", "children"],
+        "seed": 3,
+        "output": str(tmp_path / "out"),
+        **extra,
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def comparable(report: dict) -> dict:
+    """A report without its timings: what must be equal between two runs."""
+    report = dict(report)
+    report.pop("timings")
+    return report
+
+
+@pytest.fixture(scope="session")
+def local_report(example_report):
+    """The example's report without timings: what other runs must reproduce."""
+    return comparable(example_report)
+
+
+@pytest.fixture(scope="session")
+def example_report(spark, tmp_path_factory):
+    """The example's report from the test session (classic Spark, local), as a dict."""
+    from avatar_metrics import evaluate
+    from avatar_metrics.config import load_config
+    from avatar_metrics.io import read_table
+
+    cfg = load_config(write_example_config(tmp_path_factory.mktemp("local")))
+    tables = [read_table(spark, t, r) for t, r in ((cfg.originals, "originals"), (cfg.avatars, "avatars"), (cfg.holdout, "holdout"))]
+    rep = evaluate(spark, *tables, cfg)
+    if rep.records is not None:
+        rep.records.unpersist()
+    return rep.to_dict()

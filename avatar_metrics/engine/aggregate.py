@@ -106,3 +106,34 @@ def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, 
             return pairs[k - before]
         before += r["n"]
     raise ValueError(f"rank {k} is past the {before} records")
+
+
+def _bin(col, lo: float, hi: float, bins: int):
+    width = (hi - lo) / bins if hi > lo else 1.0
+    return F.least(F.greatest(F.floor((col - F.lit(lo)) / F.lit(width)), F.lit(0)), F.lit(bins - 1)).cast("int")
+
+
+def histograms(df: DataFrame, columns, lo: float, hi: float, bins: int) -> dict[str, list[int]]:
+    """Counts of the non-null values of each column in ``bins`` equal bins over [lo, hi]."""
+    out = {}
+    for c in columns:
+        rows = df.filter(F.col(c).isNotNull()).groupBy(_bin(F.col(c), lo, hi, bins).alias("b")).count().collect()
+        counts = [0] * bins
+        for r in rows:
+            counts[r["b"]] = int(r["count"])
+        out[c] = counts
+    return out
+
+
+def histogram2d(df: DataFrame, x: str, y: str, xr: tuple[float, float], yr: tuple[float, float], bins: int) -> list[list[int]]:
+    """counts[i][j]: records with x in bin i and y in bin j (both non-null)."""
+    rows = (
+        df.filter(F.col(x).isNotNull() & F.col(y).isNotNull())
+        .groupBy(_bin(F.col(x), *xr, bins).alias("i"), _bin(F.col(y), *yr, bins).alias("j"))
+        .count()
+        .collect()
+    )
+    counts = [[0] * bins for _ in range(bins)]
+    for r in rows:
+        counts[r["i"]][r["j"]] = int(r["count"])
+    return counts

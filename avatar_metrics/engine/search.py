@@ -118,13 +118,30 @@ def _index_for(token: str, block: Block, space: Space) -> CandidateIndex:
     return index
 
 
+# Queries searched at once: Arrow batches are gathered up to this many rows,
+# so that queries sharing a categorical profile are met together.
+QUERY_CHUNK = 100_000
+
+
+def _rechunk(batches, rows: int):
+    buf, n = [], 0
+    for pdf in batches:
+        buf.append(pdf)
+        n += len(pdf)
+        if n >= rows:
+            yield pd.concat(buf, ignore_index=True)
+            buf, n = [], 0
+    if buf:
+        yield pd.concat(buf, ignore_index=True)
+
+
 def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema) -> DataFrame:
     """One pass: fold a block of candidates into the state carried by the queries."""
     token = uuid.uuid4().hex
 
     def run(batches):
         index = _index_for(token, block, space)
-        for pdf in batches:
+        for pdf in _rechunk(batches, QUERY_CHUNK):
             qids = pdf[ID].to_numpy(dtype=np.int64)
             Q = encode_queries(pdf, variables, block)
             prior = State(*(pdf[c].to_numpy() for c in STATE_COLUMNS))
@@ -194,9 +211,13 @@ def nearest(
                 previous.unpersist()
             previous = state
             done += len(pdf)
+            elapsed = time.perf_counter() - t0
+            rate = done / elapsed if elapsed > 0 else float("inf")
+            left = (n_candidates - done) / rate if rate > 0 else 0.0
             log.info(
-                "search %s: block %d of %d done, %d of %d candidates, %.1f s so far",
-                search_name, b + 1, n_blocks, done, n_candidates, time.perf_counter() - t0,
+                "search %s: block %d of %d done, %d of %d candidates, %.1f s so far, "
+                "%.0f candidates/s, about %.0f s left",
+                search_name, b + 1, n_blocks, done, n_candidates, elapsed, rate, max(0.0, left),
             )
     finally:
         if n_blocks > 1:

@@ -29,23 +29,29 @@ the same order as the numpy kernel).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import njit
 
 from .gower import NO_KEY, Space, State
 
+# numba caches compiled code next to this file; a package imported from a
+# zip (spark-submit --py-files) has no such place, so it compiles per process.
+_CACHE = os.path.isfile(__file__) and os.access(os.path.dirname(__file__), os.W_OK)
+
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=_CACHE, inline="always")
 def _mix(x):
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
     return x ^ (x >> np.uint64(31))
 
 
-@njit(cache=True)
+@njit(cache=_CACHE)
 def _distance(Q, q, P, p, is_cat, ranges, nv):
     s = 0.0
     for v in range(nv):
@@ -64,7 +70,7 @@ def _distance(Q, q, P, p, is_cat, ranges, nv):
     return s / nv
 
 
-@njit(cache=True)
+@njit(cache=_CACHE)
 def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
     """Fold point p at distance d into query q's state."""
     if d > d1[q] and d >= d2[q]:
@@ -97,7 +103,7 @@ def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
             bcid[q] = c_best
 
 
-@njit(cache=True)
+@njit(cache=_CACHE)
 def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv,
                 members, moff, d1, d2, n1, bkey, bcid):
     """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``)."""
@@ -145,7 +151,7 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges,
             _take(q, p, d, members, moff, sq[q], d1, d2, n1, bkey, bcid)
 
 
-@njit(cache=True)
+@njit(cache=_CACHE)
 def _hamming_all(prof, gprof):
     out = np.empty(gprof.shape[0], dtype=np.int64)
     for g in range(gprof.shape[0]):
@@ -249,13 +255,16 @@ class CandidateIndex:
                 self._group(Q, qsel, sq, 0.0, g0, args)
                 done.add(g0)
             lb1 = 1.0 / nv
+            need = qsel[st.d2[qsel] >= lb1]  # the others cannot meet a group at H >= 1
+            if need.size == 0:
+                continue
             for j in range(nv):
                 for g in self.wild[j].get(np.delete(prof, j).tobytes(), ()):
                     if g not in done:
-                        self._group(Q, qsel, sq, lb1, g, args)
+                        self._group(Q, need, sq, lb1, g, args)
                         done.add(g)
             lb2 = 2.0 / nv
-            need = qsel[st.d2[qsel] >= lb2]
+            need = need[st.d2[need] >= lb2]
             if need.size and len(done) < self.gprof.shape[0]:
                 H = _hamming_all(prof, self.gprof)
                 for g in np.argsort(H, kind="stable"):

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.aggregate import midpoint_percentiles
+from ..engine.aggregate import histogram2d, histograms, midpoint_percentiles
 from ..engine.search import Variable, nearest, ranges_of
 from ..engine.split import working_ids
 from ..io import ID
@@ -37,6 +37,22 @@ def per_record(wa: DataFrame, ho: DataFrame) -> DataFrame:
         F.col("h1").alias("d_ho"),
         ratio("h").alias("r_ho"),
     )
+
+
+BINS = 40
+
+
+def _histograms(rec: DataFrame) -> dict:
+    """Distributions for the report's plots, counted by Spark (no records collected)."""
+    top = rec.agg(F.max("d_wa").alias("a"), F.max("d_ho").alias("h")).collect()[0]
+    d_hi = max(v for v in (top["a"], top["h"], 1e-9) if v is not None)
+    d = histograms(rec, ["d_wa", "d_ho"], 0.0, d_hi, BINS)
+    r = histograms(rec, ["r_wa", "r_ho"], 0.0, 1.0, BINS)
+    return {
+        "distance": {"lo": 0.0, "hi": d_hi, "avatars": d["d_wa"], "holdout": d["d_ho"]},
+        "ratio": {"lo": 0.0, "hi": 1.0, "avatars": r["r_wa"], "holdout": r["r_ho"]},
+        "distance_ratio": {"d_hi": d_hi, "r_hi": 1.0, "counts": histogram2d(rec, "d_wa", "r_wa", (0.0, d_hi), (0.0, 1.0), 25)},
+    }
 
 
 def references(inputs: Inputs, cfg: Config):
@@ -103,6 +119,7 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
             return MetricResult.not_computed(
                 target, "no working original has a ratio against the avatars (every second distance is 0)", details
             )
+        details["histograms"] = _histograms(rec)
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
         at_risk = rec.filter(risky).count()
         if cfg.records:

@@ -1,0 +1,148 @@
+"""A real Spark standalone cluster on 127.0.0.1 for the tests: a master and two workers.
+
+Started from the installed pyspark distribution (``spark-class``), stopped at
+the end. The executors run a Python that has every dependency but *not* the
+avatar_metrics package (a venv whose only path is this environment's
+site-packages, without its .pth files), so a job can only work with the
+package shipped by ``spark-submit --py-files``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyspark
+
+ROOT = Path(__file__).resolve().parents[1]
+SPARK_HOME = Path(pyspark.__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    url: str
+    ui: str
+    workdir: Path
+    executor_python: str
+    package_zip: Path
+    procs: list = field(default_factory=list)
+
+    def env(self) -> dict:
+        e = dict(os.environ)
+        e.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_DRIVER_PYTHON=sys.executable)
+        e["PYSPARK_PYTHON"] = self.executor_python
+        return e
+
+    def alive_workers(self) -> int:
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=5) as r:
+            state = json.load(r)
+        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def submit(self, script: Path, *args: str, background: bool = False, log: Path | None = None):
+        cmd = [
+            str(SPARK_HOME / "bin" / "spark-submit"),
+            "--master", self.url,
+            "--conf", f"spark.pyspark.python={self.executor_python}",
+            "--conf", f"spark.pyspark.driver.python={sys.executable}",
+            "--conf", "spark.executor.cores=1",
+            "--conf", "spark.executor.memory=1g",
+            "--conf", "spark.cores.max=2",
+            "--conf", "spark.task.maxFailures=8",
+            "--conf", "spark.ui.enabled=false",
+            "--py-files", str(self.package_zip),
+            str(script), *args,
+        ]
+        if background:
+            fh = open(log, "w")
+            return subprocess.Popen(cmd, env=self.env(), stdout=fh, stderr=subprocess.STDOUT, cwd=self.workdir)
+        return subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=900, cwd=self.workdir)
+
+    def executor_pids(self) -> list[int]:
+        out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def executor_env(base: Path) -> str:
+    """A venv that sees this environment's packages but not avatar_metrics."""
+    venv = base / "executor-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    here = sysconfig.get_paths()["purelib"]
+    Path(site, "shared_env.pth").write_text(here + "\n")
+    check = subprocess.run([str(py), "-c", "import pandas, numba, pyarrow, pyspark; import avatar_metrics"],
+                           capture_output=True, text=True)
+    if "No module named 'avatar_metrics'" not in check.stderr:
+        raise RuntimeError("the executor environment must lack avatar_metrics and have its dependencies: "
+                           + check.stderr[-500:])
+    return str(py)
+
+
+def package_zip(base: Path) -> Path:
+    """The README's way: build the wheel, ship a copy named .zip."""
+    dist = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)], check=True)
+    wheel = next(dist.glob("avatar_metrics-*.whl"))
+    target = dist / "avatar_metrics.zip"
+    shutil.copy(wheel, target)
+    return target
+
+
+def start(base: Path, workers: int = 2) -> Cluster:
+    base.mkdir(parents=True, exist_ok=True)
+    port, ui = free_port(), free_port()
+    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_LOG_DIR=str(base / "logs"), SPARK_WORKER_DIR=str(base / "work"))
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    cluster = Cluster(url=f"spark://127.0.0.1:{port}", ui=f"http://127.0.0.1:{ui}", workdir=base,
+                      executor_python=executor_env(base), package_zip=package_zip(base))
+    logs = base / "logs"
+    logs.mkdir(exist_ok=True)
+
+    def launch(name, *args):
+        fh = open(logs / f"{name}.log", "w")
+        cluster.procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=fh, stderr=subprocess.STDOUT))
+
+    launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+           "--webui-port", str(ui))
+    for i in range(workers):
+        launch(f"worker{i}", "org.apache.spark.deploy.worker.Worker", cluster.url, "--host", "127.0.0.1",
+               "--cores", "1", "--memory", "2g", "--webui-port", str(free_port()),
+               "--work-dir", str(base / f"work{i}"))
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if cluster.alive_workers() == workers:
+                return cluster
+        except OSError:
+            pass
+        time.sleep(1)
+    cluster.stop()
+    raise RuntimeError(f"the standalone cluster did not start; see {logs}")

@@ -1,0 +1,19 @@
+"""Run evaluate() under a Spark Connect session; print the report as JSON (subprocess of the tests)."""
+
+import json
+import sys
+
+from pyspark.sql import SparkSession
+
+from avatar_metrics import evaluate
+from avatar_metrics.config import load_config
+from avatar_metrics.io import read_table
+
+spark = SparkSession.builder.remote("local[2]").getOrCreate()
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+cfg = load_config(sys.argv[1])
+tables = [read_table(spark, t, r) for t, r in ((cfg.originals, "originals"), (cfg.avatars, "avatars"), (cfg.holdout, "holdout"))]
+report = evaluate(spark, *tables, cfg)
+n_records = report.records.count()
+print("REPORT " + json.dumps({"report": report.to_dict(), "records": n_records}))
+spark.stop()

@@ -1,0 +1,61 @@
+"""On a real standalone cluster: the shipped wheel, the same report, a lost executor."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster import ROOT, start
+from conftest import comparable, write_example_config as write_config
+
+pytestmark = pytest.mark.skipif(os.environ.get("AM_SKIP_CLUSTER") == "1", reason="AM_SKIP_CLUSTER=1")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.stop()
+
+
+def test_executors_run_the_shipped_package(cluster):
+    proc = cluster.submit(ROOT / "tests" / "cluster_probe.py")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    paths = [line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("executor module:")]
+    assert len(paths) == 4
+    assert all("avatar_metrics.zip" in p for p in paths), paths
+    assert not any(str(ROOT / "avatar_metrics") in p for p in paths)
+
+
+def test_cluster_report_equals_local(cluster, tmp_path, local_report):
+    cfg = write_config(tmp_path, search={"block_size": 1000})
+    proc = cluster.submit(ROOT / "jobs" / "privacy_metrics.py", "--config", str(cfg))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert comparable(report) == local_report
+
+
+def test_lost_executor(cluster, tmp_path, local_report):
+    cfg = write_config(tmp_path, search={"block_size": 300})
+    log = tmp_path / "job.log"
+    job = cluster.submit(ROOT / "jobs" / "privacy_metrics.py", "--config", str(cfg), background=True, log=log)
+    deadline = time.time() + 600
+    killed = None
+    while time.time() < deadline and job.poll() is None:
+        if killed is None and "search closest/avatars: block 2 of" in log.read_text():
+            pids = cluster.executor_pids()
+            assert pids, "no executor to kill"
+            killed = pids[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    rc = job.wait(timeout=max(1, deadline - time.time()))
+    text = log.read_text()
+    assert killed is not None, "the search ended before an executor could be killed"
+    assert rc == 0, text[-3000:]
+    assert "block 10 of 10 done" in text
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert comparable(report) == local_report

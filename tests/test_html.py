@@ -1,0 +1,127 @@
+"""report.html: every figure and plot present, agreeing with report.json, self-contained."""
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+
+from avatar_metrics.html import _fmt, render
+
+PLOTS = ["plot-distance", "plot-ratio", "plot-distance-ratio", "plot-cdmp", "plot-linkability", "plot-knowledge"]
+
+
+class Page(HTMLParser):
+    """Collects elements by id, svg children with data attributes, and the embedded JSON."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.svg, self.rects, self.lines, self.cells = set(), None, {}, {}, {}
+        self.row, self.field, self.data, self.in_json, self.json = None, None, "", False, ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "svg":
+            self.svg = a["id"]
+            self.rects[self.svg], self.lines[self.svg] = [], []
+        if tag == "rect" and self.svg:
+            self.rects[self.svg].append(a)
+        if tag == "line" and self.svg:
+            self.lines[self.svg].append(a)
+        if tag == "tr" and "data-metric" in a:
+            self.row = a["data-metric"]
+        if tag == "td" and "data-field" in a and self.row:
+            self.field, self.data = a["data-field"], ""
+        if tag == "script" and a.get("id") == "report-data":
+            self.in_json = True
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self.svg = None
+        if tag == "td" and self.field:
+            self.cells[(self.row, self.field)] = self.data
+            self.field = None
+        if tag == "script":
+            self.in_json = False
+
+    def handle_data(self, data):
+        if self.field:
+            self.data += data
+        if self.in_json:
+            self.json += data
+
+
+@pytest.fixture(scope="module")
+def page(example_report):
+    text = render(example_report)
+    p = Page()
+    p.feed(text)
+    return text, p
+
+
+def test_summary_agrees_with_report(example_report, page):
+    _, p = page
+    for key, m in example_report["metrics"].items():
+        assert p.cells[(key, "value")] == _fmt(m["value"])
+        assert p.cells[(key, "target")] == _fmt(m["target"])
+        assert f"card-{key}" in p.ids
+    assert json.loads(p.json) == example_report
+
+
+def test_every_plot_is_there_and_agrees(example_report, page):
+    _, p = page
+    assert set(PLOTS) <= p.ids
+    cr = example_report["metrics"]["closest_rate"]["details"]
+    h = cr["histograms"]
+    counts = lambda svg, series: [int(r["data-count"]) for r in p.rects[svg] if r.get("data-series") == series]
+    assert counts("plot-distance", "avatars") == h["distance"]["avatars"]
+    assert counts("plot-ratio", "holdout") == h["ratio"]["holdout"]
+    assert sum(h["distance"]["avatars"]) == cr["working_originals"]
+    assert sum(map(sum, h["distance_ratio"]["counts"])) == cr["n"]
+    assert float(p.lines["plot-distance"][-1]["data-marker"]) == cr["tau_d"]
+    assert float(p.lines["plot-ratio"][-1]["data-marker"]) == cr["tau_r"]
+    assert "plot-distance-ratio-at-risk" in p.ids
+    cd = example_report["metrics"]["column_direct_match_protection"]
+    bars = {r["data-name"]: float(r["data-value"]) for r in p.rects["plot-cdmp"] if "data-name" in r}
+    assert bars == cd["details"]["columns"]
+    assert float(p.lines["plot-cdmp"][0]["data-target"]) == cd["target"]
+    lp = example_report["metrics"]["linkability_protection_rate"]["details"]
+    assert {r["data-name"]: float(r["data-value"]) for r in p.rects["plot-linkability"]} == {
+        "linked": lp["linked"], "not linked": lp["n"] - lp["linked"]}
+
+
+def test_run_facts_and_advice(example_report, page):
+    text, p = page
+    assert {"facts-table", "variables-table", "timings-table"} <= p.ids
+    for name, kind in example_report["inputs"]["variables"].items():
+        assert f"<td>{name}</td><td>{kind}</td>" in text
+    for m in example_report["metrics"].values():
+        if m["passed"] is False:
+            assert "Increase k" in text or "identifier" in text
+    assert str(example_report["seed"]) in text
+
+
+def test_self_contained(page):
+    text, _ = page
+    assert not re.search(r"<(link|img|iframe)\b", text) and "src=" not in text
+    assert re.findall(r"https?://[^\"' ]+", text) == ["http://www.w3.org/2000/svg"] * text.count("<svg")
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="no headless Chromium installed")
+def test_renders_in_a_headless_browser(page, tmp_path):
+    text, _ = page
+    f = tmp_path / "report.html"
+    f.write_text(text)
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--enable-logging=stderr", "--v=0", "--dump-dom", f.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    assert 'id="summary-table"' in proc.stdout and "plot-distance-ratio" in proc.stdout
+    assert "Uncaught" not in proc.stderr
