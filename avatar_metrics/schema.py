@@ -75,30 +75,21 @@ def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Confi
     for c in cfg.exclude:
         if c not in everywhere:
             raise ConfigError(f"configuration key exclude names column {c}, which is in none of the tables: check the spelling")
+    others = [("avatars", a_cols)] + ([("holdout", h_cols)] if h_cols is not None else [])
     if cfg.row_key is not None:
-        for role, cols in (("originals", o_cols), ("avatars", a_cols)):
+        for role, cols in [("originals", o_cols), *others]:
             if cfg.row_key not in cols:
                 _fail(f"{role}: row key column {cfg.row_key} is missing: add it to the table or set row_key: null for input order")
-        if h_cols is not None and cfg.row_key not in h_cols:
-            _fail(f"holdout: row key column {cfg.row_key} is missing: add it to the table or set row_key: null for input order")
 
     skip = set(cfg.exclude) | ({cfg.row_key} if cfg.row_key else set())
     o_vars = [c for c in o_cols if c not in skip]
-    a_vars = [c for c in a_cols if c not in skip]
-    for c in o_vars:
-        if c not in a_cols:
-            _fail(f"avatars: column {c} of the originals is missing: add it to the avatars or list it under exclude")
-    for c in a_vars:
-        if c not in o_cols:
-            _fail(f"avatars: column {c} is not in the originals: remove it or list it under exclude")
-    if h_cols is not None:
-        h_vars = [c for c in h_cols if c not in skip]
+    for role, cols in others:
         for c in o_vars:
-            if c not in h_cols:
-                _fail(f"holdout: column {c} of the originals is missing: the holdout must have the originals' columns")
-        for c in h_vars:
-            if c not in o_cols:
-                _fail(f"holdout: column {c} is not in the originals: remove it or list it under exclude")
+            if c not in cols:
+                _fail(f"{role}: column {c} of the originals is missing: add it to the {role} or list it under exclude")
+        for c in cols:
+            if c not in skip and c not in o_cols:
+                _fail(f"{role}: column {c} is not in the originals: remove it or list it under exclude")
     if not o_vars:
         _fail("originals: no variable is left to compare once exclude and row_key are taken out")
 

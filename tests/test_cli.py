@@ -56,6 +56,7 @@ def test_console_script_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rep = check_report(out / "report.json")
     assert "Knowledge Protection Rate" in proc.stdout and "report:" in proc.stdout
+    assert "plot-distance-ratio" in (out / "report.html").read_text()
     assert "step linkability_protection_rate: done" in proc.stderr
     records = pd.read_parquet(out / "records")
     assert len(records) == 3000 and "position" in records.columns

@@ -42,11 +42,11 @@ def test_cluster_report_equals_local(cluster, tmp_path, local_report):
 def test_lost_executor(cluster, tmp_path, local_report):
     cfg = write_config(tmp_path, search={"block_size": 300})
     log = tmp_path / "job.log"
-    job = cluster.submit(ROOT / "jobs" / "privacy_metrics.py", "--config", str(cfg), background=True, log=log)
+    job = cluster.submit(ROOT / "jobs" / "privacy_metrics.py", "--config", str(cfg), "--debug", background=True, log=log)
     deadline = time.time() + 600
     killed = None
     while time.time() < deadline and job.poll() is None:
-        if killed is None and "search closest/avatars: block 2 of" in log.read_text():
+        if killed is None and "search closest/avatars: block 4 of" in log.read_text():
             pids = cluster.executor_pids()
             assert pids, "no executor to kill"
             killed = pids[0]

@@ -6,8 +6,9 @@ the driver fetches one block at a time and ships it to the executors inside
 the closure of a ``mapInPandas`` over the queries (no ``sparkContext``, so
 Spark Connect works). The queries carry their top-2 state from pass to pass:
 each pass folds one block into it with the exact index of ``kernels.index``
-(the state of earlier blocks tightens its pruning). The queries never reach
-the driver.
+(the state of earlier blocks tightens its pruning). Up to ``CHAIN`` passes are
+pipelined in one Spark job; the states of several such chains are merged
+exactly in Spark (``merge_states``). The queries never reach the driver.
 
 Categorical values are compared as values: each block factorizes its own
 values, and a query value absent from the block gets a code no candidate has.
@@ -103,6 +104,10 @@ def encode_queries(pdf: pd.DataFrame, variables: Sequence[Variable], block: Bloc
 
 
 STATE_COLUMNS = ("d1", "d2", "n1", "cid", "key")
+# Blocks folded in one Spark job, one pass after the other, each pass carrying
+# the queries' state to the next (tighter pruning). Longer chains of cached
+# steps would make Spark's plans grow without bound; chains are merged exactly.
+CHAIN = 4
 
 # One index per Python worker: built by the first task of a pass that meets
 # the block, reused by the worker's later tasks of the same pass.
@@ -168,9 +173,9 @@ def nearest(
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
 
     ``queries`` and ``candidates`` have the ``ID`` column and the variables.
-    Runs one Spark pass per candidate block; the returned DataFrame is cached
-    (the caller unpersists it). It is the state of the last pass, so the
-    result is the same whatever the number and order of the blocks.
+    Runs one Spark job per ``CHAIN`` candidate blocks; the returned DataFrame
+    is cached (the caller unpersists it). The result is the same whatever the
+    number and order of the blocks.
     """
     variables = list(variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
@@ -186,7 +191,7 @@ def nearest(
     if n_blocks > 1:
         c = c.cache()
 
-    state = q.select(
+    initial = q.select(
         "*",
         F.lit(math.inf).alias("d1"),
         F.lit(math.inf).alias("d2"),
@@ -194,34 +199,66 @@ def nearest(
         F.lit(-1).cast("long").alias("cid"),
         F.lit(NO_KEY).cast("long").alias("key"),
     )
-    schema = state.schema
+    schema = initial.schema
     t0 = time.perf_counter()
     done = 0
-    previous = None
+    chains: list[DataFrame] = []
     try:
-        for b in range(n_blocks):
-            pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
-            if len(pdf) == 0:
+        for first in range(0, n_blocks, CHAIN):
+            # one Spark job folds up to CHAIN blocks, pipelined, into the state
+            state = initial
+            last = min(first + CHAIN, n_blocks)
+            for b in range(first, last):
+                pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
+                if len(pdf) == 0:
+                    continue
+                pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
+                state = _pass(state, encode_block(pdf, variables), variables, space, salt, schema)
+                done += len(pdf)
+            if state is initial:
                 continue
-            pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
-            block = encode_block(pdf, variables)
-            state = _pass(state, block, variables, space, salt, schema).cache()
+            state = state.select(ID, *STATE_COLUMNS).cache()
             state.count()
-            if previous is not None:
-                previous.unpersist()
-            previous = state
-            done += len(pdf)
+            chains.append(state)
             elapsed = time.perf_counter() - t0
             rate = done / elapsed if elapsed > 0 else float("inf")
             left = (n_candidates - done) / rate if rate > 0 else 0.0
             log.info(
                 "search %s: block %d of %d done, %d of %d candidates, %.1f s so far, "
                 "%.0f candidates/s, about %.0f s left",
-                search_name, b + 1, n_blocks, done, n_candidates, elapsed, rate, max(0.0, left),
+                search_name, last, n_blocks, done, n_candidates, elapsed, rate, max(0.0, left),
             )
     finally:
         if n_blocks > 1:
             c.unpersist()
-    if previous is None:
+    if not chains:
         raise ValueError(f"search {search_name}: no candidates")
-    return previous.select(ID, *STATE_COLUMNS)
+    if len(chains) == 1:
+        return chains[0]
+    union = chains[0]
+    for other in chains[1:]:
+        union = union.unionByName(other)
+    merged = merge_states(union).cache()
+    merged.count()
+    for other in chains:
+        other.unpersist()
+    return merged
+
+
+def merge_states(parts: DataFrame) -> DataFrame:
+    """Exact merge, per query, of the states of disjoint sets of blocks."""
+    g = parts.groupBy(ID).agg(
+        F.min("d1").alias("d1"),
+        F.collect_list(F.struct("d1", "d2", "n1", "key", "cid")).alias("s"),
+    )
+    at_min = F.filter("s", lambda x: x["d1"] == F.col("d1"))
+    both = F.array_sort(F.flatten(F.transform("s", lambda x: F.array(x["d1"], x["d2"]))))
+    best = F.array_min(F.transform(at_min, lambda x: F.struct(x["key"].alias("key"), x["cid"].alias("cid"))))
+    return g.select(
+        ID,
+        "d1",
+        F.element_at(both, 2).alias("d2"),
+        F.aggregate(at_min, F.lit(0).cast("long"), lambda acc, x: acc + x["n1"]).alias("n1"),
+        best["cid"].alias("cid"),
+        best["key"].alias("key"),
+    )
