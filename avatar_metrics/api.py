@@ -65,7 +65,9 @@ def evaluate(
     """Compute the four metrics; see ``shared/spec/METRICS.md``.
 
     ``config`` is a ``Config`` or a mapping of the configuration keys (the
-    input paths and ``output`` are not needed here).
+    input paths and ``output`` are not needed here). With ``records`` on (the
+    default), ``report.records`` is a cached DataFrame of per-original
+    results; unpersist it when done.
     """
     cfg = as_config(config)
     timer = _Timer()

@@ -5,7 +5,8 @@ from pathlib import Path
 import pandas as pd
 
 import reference as ref
-from avatar_metrics.cli import main
+from avatar_metrics.cli import MIN_SPLIT, main
+from avatar_metrics.holdout import MIN_RECORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 ORIGINALS = ROOT / "data/example/originals.parquet"
@@ -48,3 +49,7 @@ def test_split_missing_input(spark, tmp_path, capsys):
             "--holdout", str(tmp_path / "h")]
     assert main(args) == 2
     assert "none.parquet" in capsys.readouterr().err
+
+
+def test_threshold_is_one_number():
+    assert MIN_SPLIT == MIN_RECORDS == 500

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -105,27 +104,15 @@ def encode_queries(pdf: pd.DataFrame, variables: Sequence[Variable], block: Bloc
 
 STATE_COLUMNS = ("d1", "d2", "n1", "cid", "key")
 # Blocks folded in one Spark job, one pass after the other, each pass carrying
-# the queries' state to the next (tighter pruning). Longer chains of cached
-# steps would make Spark's plans grow without bound; chains are merged exactly.
-CHAIN = 4
-
-# One index per Python worker: built by the first task of a pass that meets
-# the block, reused by the worker's later tasks of the same pass.
-_INDEX_CACHE: dict[str, CandidateIndex] = {}
-
-
-def _index_for(token: str, block: Block, space: Space) -> CandidateIndex:
-    index = _INDEX_CACHE.get(token)
-    if index is None:
-        _INDEX_CACHE.clear()
-        index = CandidateIndex(block.C, block.cids, space)
-        _INDEX_CACHE[token] = index
-    return index
-
+# the queries' state to the next (tighter pruning). Each pass of a chain runs
+# in its own Python worker holding its block and index, so a chain costs
+# memory; longer chains of cached steps would make Spark's plans grow without
+# bound. Chains are merged exactly.
+CHAIN = 2
 
 # Queries searched at once: Arrow batches are gathered up to this many rows,
 # so that queries sharing a categorical profile are met together.
-QUERY_CHUNK = 100_000
+QUERY_CHUNK = 50_000
 
 
 def _rechunk(batches, rows: int):
@@ -142,10 +129,9 @@ def _rechunk(batches, rows: int):
 
 def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema) -> DataFrame:
     """One pass: fold a block of candidates into the state carried by the queries."""
-    token = uuid.uuid4().hex
-
     def run(batches):
-        index = _index_for(token, block, space)
+        # built per task, and dropped with it: idle reused workers keep no index
+        index = CandidateIndex(block.C, block.cids, space)
         for pdf in _rechunk(batches, QUERY_CHUNK):
             qids = pdf[ID].to_numpy(dtype=np.int64)
             Q = encode_queries(pdf, variables, block)
