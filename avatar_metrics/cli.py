@@ -70,10 +70,22 @@ def get_session(cfg):
     return builder.getOrCreate(), not submitted
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (notebooks and test captures swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _setup_logging() -> None:
     root = logging.getLogger("avatar_metrics")
     if not root.handlers:
-        h = logging.StreamHandler(sys.stderr)
+        h = _StderrHandler()
         h.setFormatter(logging.Formatter("%(asctime)s avatar-metrics %(levelname)s %(message)s", "%H:%M:%S"))
         root.addHandler(h)
     root.setLevel(logging.INFO)

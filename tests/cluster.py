@@ -97,8 +97,10 @@ def executor_env(base: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
     here = sysconfig.get_paths()["purelib"]
     Path(site, "shared_env.pth").write_text(here + "\n")
+    # run where no source tree is in the current directory, as on an executor
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     check = subprocess.run([str(py), "-c", "import pandas, numba, pyarrow, pyspark; import avatar_metrics"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, cwd=base, env=env)
     if "No module named 'avatar_metrics'" not in check.stderr:
         raise RuntimeError("the executor environment must lack avatar_metrics and have its dependencies: "
                            + check.stderr[-500:])

@@ -11,7 +11,6 @@ import hashlib
 import math
 from fractions import Fraction
 
-import numpy as np
 import pandas as pd
 
 M64 = (1 << 64) - 1

@@ -4,10 +4,8 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from cluster import ROOT, start
 from conftest import comparable, write_example_config as write_config

@@ -34,7 +34,7 @@ import os
 import numpy as np
 from numba import njit
 
-from .gower import NO_KEY, Space, State
+from .gower import Space, State
 
 # numba caches compiled code next to this file; a package imported from a
 # zip (spark-submit --py-files) has no such place, so it compiles per process.
