@@ -63,16 +63,16 @@ def reading(key: str, m: dict) -> str:
         return f"Not computed: {m['reason']}."
     d, v = m["details"], m["value"]
     if key == "linkability_protection_rate":
-        return (f"{v:.1f}% of the originals are not linked to the same avatar from two halves of the "
+        return (f"{v:.2f}% of the originals are not linked to the same avatar from two halves of the "
                 f"attacker's knowledge ({d['linked']} of {d['n']} are).")
     if key == "closest_rate":
-        return (f"{v:.1f}% of the originals have avatars no closer to them than records never seen by the "
+        return (f"{v:.2f}% of the originals have avatars no closer to them than records never seen by the "
                 f"generator are ({d['at_risk']} of {d['n']} at risk, against the {d['reference'].replace('_', ' ')}).")
     if key == "knowledge_protection_rate":
-        return (f"{v:.1f}% of the originals cannot be singled out by their known variables: "
+        return (f"{v:.2f}% of the originals cannot be singled out by their known variables: "
                 f"{d['matched']} of {d['n']} have a unique profile that matches a unique avatar.")
     worst = d["under_target"][0] if d["under_target"] else min(d["columns"], key=d["columns"].get)
-    return (f"The most revealing column, {worst}, keeps {v:.1f}% protection against direct matches; "
+    return (f"The most revealing column, {worst}, keeps {v:.2f}% protection against direct matches; "
             f"{len(d['under_target'])} column(s) are under the target.")
 
 
@@ -138,7 +138,7 @@ def bars_svg(id_: str, items: list[tuple[str, float]], vmax: float, target: floa
     h = 20 + rowh * len(items) + 30
     w = W + 140
     left = 150
-    span = w - left - 20
+    span = w - left - 70  # room for the value after the longest bar
     parts = []
     for k, (name, v) in enumerate(items):
         y = 14 + k * rowh
