@@ -17,7 +17,8 @@ from pyspark.sql import functions as F
 from . import __version__
 from .config import Config, as_config
 from .metrics import closest, column_direct_match, knowledge, linkability
-from .io import ID, KEY
+from .errors import ConfigError
+from .io import ID, KEY, input_files
 from .report import MetricResult, Report
 from .schema import Inputs, prepare_inputs, release
 
@@ -70,6 +71,11 @@ def evaluate(
     results; unpersist it when done.
     """
     cfg = as_config(config)
+    if cfg.records and cfg.row_key in RECORD_COLUMNS:
+        raise ConfigError(f"configuration key row_key: {cfg.row_key} is also the name of a column of records/: "
+                          "rename the key column, or set records: false")
+    sources = [(role, f) for role, df in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
+               if df is not None for f in input_files(df)]
     timer = _Timer()
     t0 = time.perf_counter()
     with timer.step("inputs"):
@@ -124,7 +130,15 @@ def evaluate(
         versions=versions(spark),
         timings=timer.timings,
         records=records,
+        sources=sources,
     )
+
+
+# the columns of records/ besides the row key (the key may not take one of these names)
+RECORD_COLUMNS = (
+    "position", "lpr_linked", "lpr_avatar_a", "lpr_avatar_b", "closest_d_wa", "closest_r_wa", "closest_d_ho",
+    "closest_r_ho", "closest_at_risk", "closest_working", "kpr_unique", "kpr_matched",
+)
 
 
 def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> DataFrame:

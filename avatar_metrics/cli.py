@@ -11,12 +11,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
 import traceback
-from pathlib import Path
 
-from .errors import AvatarMetricsError, ConfigError
+from .errors import AvatarMetricsError
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
 MIN_SPLIT = 500  # = holdout.MIN_RECORDS, kept here so that --help needs no Spark import
@@ -48,10 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def get_session(cfg):
+def get_session(cfg, debug: bool = False):
     """The active session, spark-submit's, or an embedded local one.
 
-    Returns (session, created_here).
+    Returns (session, created_here). A session built here keeps Spark's own
+    console logging at FATAL unless ``--debug``: Spark logs malformed records
+    and failed tasks with their data.
     """
     from pyspark.sql import SparkSession
 
@@ -64,7 +64,7 @@ def get_session(cfg):
         # workers must start this interpreter, which has the package
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(cfg.spark_master).config("spark.ui.showConsoleProgress", "false")
-        builder = builder.config("spark.log.level", "WARN")
+    builder = builder.config("spark.log.level", "WARN" if debug else "FATAL")
     for k, v in cfg.spark_conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate(), not submitted
@@ -107,62 +107,33 @@ def _describe_unexpected(exc: BaseException) -> str:
     return f"{type(exc).__name__}{f' [{cond}]' if cond else ''}"
 
 
-def _remove_stale_outputs_of(args) -> None:
-    """A run whose configuration is refused still removes an earlier run's report."""
-    from .config import DEFAULTS, apply_overrides, load_yaml
-
-    try:
-        raw = apply_overrides(load_yaml(args.config) if args.config else {}, args.set)
-    except ConfigError:
-        return
-    out = raw.get("output", DEFAULTS["output"])
-    if isinstance(out, str) and out:
-        for name in ("report.json", "report.html"):
-            (Path(out) / name).unlink(missing_ok=True)
-
-
 def cmd_run(args) -> int:
     from .config import load_config
-    from .html import render as render_html
     from .io import read_table
-    from .report import write_atomic
+    from .outputs import check_destination, destination, locked
 
-    try:
-        cfg = load_config(args.config, args.set)
-    except ConfigError:
-        _remove_stale_outputs_of(args)
-        raise
-    out_dir = Path(cfg.output)
-    report_path = out_dir / "report.json"
-    records_path = out_dir / "records"
-    html_path = out_dir / "report.html"
-    # outputs left by an earlier run must not pass for this run's
-    report_path.unlink(missing_ok=True)
-    html_path.unlink(missing_ok=True)
-    if records_path.is_dir():
-        shutil.rmtree(records_path)
+    # everything that can be checked without Spark, before any file is touched
+    cfg = load_config(args.config, args.set)
+    dest = destination(cfg.output, "output")
+    sources = [(role, spec.path) for role, spec in cfg.tables() if spec.path]
+    check_destination(dest, sources, "output")
 
-    spark, created = get_session(cfg)
-    try:
-        from .api import evaluate
+    with locked(dest, "output"):
+        spark, created = get_session(cfg, args.debug)
+        try:
+            from .api import evaluate
 
-        originals = read_table(spark, cfg.originals, "originals")
-        avatars = read_table(spark, cfg.avatars, "avatars")
-        holdout = read_table(spark, cfg.holdout, "holdout") if cfg.holdout else None
-        report = evaluate(spark, originals, avatars, holdout, cfg)
-        if report.records is not None:
-            # records/ first: report.json is written last, when everything is complete
-            report.records.write.mode("overwrite").parquet(str(records_path.resolve()))
-            report.records.unpersist()
-            log.info("per-original records: %s", records_path)
-        write_atomic(html_path, render_html(report.to_dict()))
-        write_atomic(report_path, report.to_json() + "\n")
-    finally:
-        if created:
-            spark.stop()
+            tables = {role: read_table(spark, spec, role) for role, spec in cfg.tables()}
+            report = evaluate(spark, tables["originals"], tables["avatars"], tables.get("holdout"), cfg)
+            report.sources = sources + report.sources
+            report.write(dest)
+            if report.records is not None:
+                report.records.unpersist()
+        finally:
+            if created:
+                spark.stop()
     print(report.summary())
-    print(f"report: {report_path} (and {html_path.name}, {records_path.name}/)" if report.records is not None
-          else f"report: {report_path} (and {html_path.name})")
+    print(f"report: {dest / 'report.json'} (and report.html{', records/' if report.records is not None else ''})")
     missed = report.missed_targets()
     if args.fail_on_target and missed:
         log.warning("targets missed: %s", ", ".join(missed))
@@ -174,39 +145,54 @@ def cmd_split(args) -> int:
     from .config import TableSpec, as_config
     from .errors import InputError
     from .holdout import split_holdout
-    from .io import read_table
+    from .io import input_files, read_table
+    from .outputs import check_destination, destination, expand, locked, publish
 
-    outputs = [Path(args.working), Path(args.holdout)]
-    if outputs[0].resolve() == outputs[1].resolve():
-        raise InputError("--working and --holdout must be two different places")
-    if not args.overwrite:
-        for p in outputs:
-            if p.exists():
-                raise InputError(f"{p} exists already: remove it or pass --overwrite")
+    spec = TableSpec(table=args.table) if args.table else TableSpec(path=expand(args.input), format=args.format)
+    sources = [("originals", spec.path)] if spec.path else []
+    names = ("--working", "--holdout")
+    outputs = [destination(args.working, names[0]), destination(args.holdout, names[1])]
+    if outputs[0] == outputs[1] or outputs[0] in outputs[1].parents or outputs[1] in outputs[0].parents:
+        raise InputError("--working and --holdout must be two separate folders, neither inside the other")
+    for what, dest in zip(names, outputs):
+        if dest.exists() and not args.overwrite:
+            raise InputError(f"{what} {dest} exists already: remove it or pass --overwrite")
+        check_destination(dest, sources, what)
     cfg = as_config({"spark": {"master": args.master}})
-    spark, created = get_session(cfg)
-    try:
-        spec = TableSpec(table=args.table) if args.table else TableSpec(path=args.input, format=args.format)
-        df = read_table(spark, spec, "originals")
-        working, holdout, n = split_holdout(df, args.seed, args.row_key)
-        if n < MIN_SPLIT and not args.force:
-            print(
-                f"avatar-metrics: not split: {n} records, fewer than {MIN_SPLIT}: a holdout half this small is "
-                "no useful reference, so the metrics will use the approximate holdout (split at metric time). "
-                "Pass --force to split anyway.",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
-        mode = "overwrite" if args.overwrite else "errorifexists"
-        for half, path in zip((working, holdout), outputs):
-            half.write.mode(mode).parquet(str(path.resolve()))
-        n_work = (n + 1) // 2
-        print(f"working half: {n_work} records -> {outputs[0]}")
-        print(f"holdout half: {n - n_work} records -> {outputs[1]}")
-    finally:
-        if created:
-            spark.stop()
+    with locked(outputs[0], names[0]), locked(outputs[1], names[1]):
+        spark, created = get_session(cfg, args.debug)
+        try:
+            df = read_table(spark, spec, "originals")
+            for what, dest in zip(names, outputs):
+                check_destination(dest, [("originals", f) for f in input_files(df)], what)
+            working, holdout, n = split_holdout(df, args.seed, args.row_key)
+            if n < MIN_SPLIT and not args.force:
+                print(
+                    f"avatar-metrics: not split: {n} records, fewer than {MIN_SPLIT}: a holdout half this small is "
+                    "no useful reference, so the metrics will use the approximate holdout (split at metric time). "
+                    "Pass --force to split anyway.",
+                    file=sys.stderr,
+                )
+                return EXIT_BAD_INPUT
+            for half, what, dest in zip((working, holdout), names, outputs):
+                publish(dest, _parquet_writer(half), what)
+            n_work = (n + 1) // 2
+            print(f"working half: {n_work} records -> {outputs[0]}")
+            print(f"holdout half: {n - n_work} records -> {outputs[1]}")
+        finally:
+            if created:
+                spark.stop()
     return EXIT_OK
+
+
+def _parquet_writer(df):
+    """A ``publish`` builder: the table as a Parquet folder; returns what it holds."""
+
+    def build(stage):
+        df.write.parquet(str(stage))
+        return os.listdir(stage)
+
+    return build
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ never renamed. Every error names the key at fault and what is expected.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import ConfigError
+from .outputs import expand
 
 METRIC_KEYS = (
     "linkability_protection_rate",
@@ -87,6 +89,11 @@ class Config:
     block_size: int
     query_partitions: int | None
 
+    def tables(self) -> list[tuple[str, TableSpec]]:
+        """(role, spec) of the input tables given, originals first."""
+        named = (("originals", self.originals), ("avatars", self.avatars), ("holdout", self.holdout))
+        return [(role, spec) for role, spec in named if spec is not None]
+
     def to_dict(self) -> dict[str, Any]:
         def table(t: TableSpec | None):
             if t is None:
@@ -117,12 +124,41 @@ class Config:
 # ---------------------------------------------------------------- loading
 
 
+# A configuration is a few hundred bytes; a file much larger is not one.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: nested aliases expand exponentially
+    (an "alias bomb") and a configuration never needs them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ConfigError(
+                f"the configuration uses a YAML alias (*{event.anchor}) at line {event.start_mark.line + 1}: "
+                "aliases are not accepted, write the value out"
+            )
+        return super().compose_node(parent, index)
+
+
+def parse_yaml(text: str):
+    """YAML without aliases (``ConfigError`` on one); YAMLError on bad syntax."""
+    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
+    p = Path(os.path.expanduser(str(path)))
+    if p.is_dir():
+        raise ConfigError(f"configuration file {p} is a folder: give --config a YAML file")
     if not p.is_file():
         raise ConfigError(f"configuration file {p} does not exist: give --config a YAML file")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"configuration file {p} is larger than {MAX_CONFIG_BYTES} bytes: it is not a configuration")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = parse_yaml(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"configuration file {p} is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -145,7 +181,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         if not key:
             raise ConfigError(f"--set {item!r}: the key is empty")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = parse_yaml(raw) if raw.strip() else None
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}=...: the value is not valid YAML") from None
         parts = key.split(".")
@@ -204,8 +240,9 @@ def _table(value: Any, key: str, required: bool) -> TableSpec | None:
         raise ConfigError(f"configuration key {key}.path is required (or {key}.table)")
     fmt = value.get("format") or "parquet"
     if fmt not in FORMATS:
-        raise ConfigError(f"configuration key {key}.format is {fmt!r}: use one of {', '.join(FORMATS)}")
-    return TableSpec(path=path, format=fmt)
+        shown = repr(fmt) if isinstance(fmt, str) and len(fmt) <= 40 else f"a {type(fmt).__name__}"
+        raise ConfigError(f"configuration key {key}.format is {shown}: use one of {', '.join(FORMATS)}")
+    return TableSpec(path=expand(path), format=fmt)
 
 
 def _names(value: Any, key: str) -> tuple[str, ...]:
@@ -268,8 +305,9 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     quantile = float(_number(merged["quantile"], "quantile", 0, 100))
     targets = {k: float(_number(merged["targets"][k], f"targets.{k}", 0, 100)) for k in METRIC_KEYS}
     output = merged["output"]
-    if not isinstance(output, str) or not output:
+    if not isinstance(output, str) or not output.strip():
         raise ConfigError("configuration key output must be a directory path")
+    output = expand(output)
     if not isinstance(merged["records"], bool):
         raise ConfigError("configuration key records must be true or false")
     master = merged["spark"]["master"]

@@ -20,21 +20,32 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from .cli import EXIT_BAD_INPUT, main
+from .errors import ConfigError
+
+FLAGS = ("fail_on_target", "debug")
 
 
 def translate(argv: list[str]) -> list[str]:
-    """``--key=value`` parameters -> ``run --config ... --set key=value ...``."""
+    """``--key=value`` parameters -> ``run --config ... --set key=value ...``.
+
+    ``fail_on_target`` and ``debug`` take ``true`` or ``false`` (any case; a
+    bare ``--fail_on_target`` is true): anything else is a ConfigError, never
+    a silent false.
+    """
     out = ["run"]
-    for arg in argv:
-        if not arg.startswith("--"):
-            raise SystemExit(f"avatar-metrics-databricks: expected --key=value, got {arg!r}")
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--") or len(arg) == 2:
+            raise ConfigError(f"parameter {i + 1} is not of the form --key=value: give named parameters only")
         key, _, value = arg[2:].partition("=")
-        key = key.replace("-", "_") if key in ("fail-on-target", "debug") else key
+        key = key.replace("-", "_") if key.replace("-", "_") in FLAGS else key
         if key == "config":
             out += ["--config", value]
-        elif key in ("fail_on_target", "debug"):
-            if value.strip().lower() in ("", "true", "1", "yes"):
+        elif key in FLAGS:
+            word = value.strip().lower()
+            if word not in ("", "true", "false"):
+                raise ConfigError(f"parameter {key} must be true or false")
+            if word != "false":
                 out.append("--" + key.replace("_", "-"))
         else:
             out += ["--set", f"{key}={value}"]
@@ -42,4 +53,9 @@ def translate(argv: list[str]) -> list[str]:
 
 
 def entry() -> None:
-    sys.exit(main(translate(sys.argv[1:])))
+    try:
+        argv = translate(sys.argv[1:])
+    except ConfigError as exc:
+        print(f"avatar-metrics: error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    sys.exit(main(argv))

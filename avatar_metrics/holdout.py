@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 
 from .engine.split import working_ids
 from .errors import InputError
-from .io import ID, with_position
+from .io import ID, RESERVED_PREFIX, col, with_position
 from .schema import key_id
 
 # Below this many records a holdout half is too small to be a useful reference
@@ -22,9 +22,16 @@ MIN_RECORDS = 500
 
 def split_holdout(df: DataFrame, seed: int = 0, row_key: str | None = None) -> tuple[DataFrame, DataFrame, int]:
     """(working half, holdout half, n). Both halves keep the input order."""
+    for c in df.columns:
+        if c.startswith(RESERVED_PREFIX):
+            raise InputError(f"originals: column {c} starts with {RESERVED_PREFIX}, which this tool keeps for its own "
+                             "columns: rename it")
     if row_key is not None:
         if row_key not in df.columns:
             raise InputError(f"originals: row key column {row_key} is missing: check the name, or leave the key out")
+        if df.filter(col(row_key).isNull()).limit(1).count():
+            raise InputError(f"originals: row key column {row_key} has null values: every record needs a key "
+                             "(the metric run refuses them too)")
         tagged = df.withColumn(ID, key_id(df, row_key))
     else:
         tagged = with_position(df)

@@ -22,16 +22,29 @@ ID = "__am_id"  # the record id column used inside the engine
 KEY = "__am_key"  # the row key's own value, kept for the per-record output
 
 
+CORRUPT = "__am_corrupt"  # the column where Spark puts a malformed CSV row (never shown)
+RESERVED_PREFIX = "__am_"  # internal column names; input columns may not start with it
+
+
+def col(name: str):
+    """A column by its exact name: dots, spaces and backticks are part of the name."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def read_table(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
-    """Load one input table; an unreadable one is an InputError naming it."""
+    """Load one input table; an unreadable one is an InputError naming it.
+
+    CSV is read in Spark's PERMISSIVE mode with a corrupt-record column, so
+    that a malformed row is counted here (and the input refused) instead of
+    being logged, whole, by Spark's parser.
+    """
     try:
         if spec.table:
             df = spark.read.table(spec.table)
+        elif spec.format == "csv":
+            df = _read_csv(spark, spec, role)
         else:
-            reader = spark.read.format(spec.format)
-            if spec.format == "csv":
-                reader = reader.option("header", True).option("inferSchema", True).option("mode", "FAILFAST")
-            df = reader.load(spec.path)
+            df = spark.read.format(spec.format).load(spec.path)
         df.schema  # force analysis, so a missing file fails here
     except InputError:
         raise
@@ -45,6 +58,61 @@ def read_table(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
         )
         raise InputError(f"{role}: cannot read {spec.describe()}: {reason}; {hint}") from None
     return df
+
+
+def _read_csv(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
+    from pyspark.sql import types as T
+
+    def reader():
+        return spark.read.option("header", True).option("mode", "PERMISSIVE")
+
+    inferred = reader().option("inferSchema", True).csv(spec.path).schema
+    _check_header(inferred.names, role, spec)
+    schema = T.StructType(inferred.fields + [T.StructField(CORRUPT, T.StringType())])
+    df = reader().option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(spec.path)
+    # every column is referenced, so that Spark parses whole rows (a pruned read
+    # does not see an extra field) and allows the corrupt column in the query
+    bad = (
+        df.select(col(CORRUPT).isNotNull().alias("bad"), F.xxhash64(*[col(c) for c in inferred.names]).alias("h"),
+                  F.col("_metadata.file_path").alias("file"))
+        .filter("bad")
+        .groupBy("file")
+        .agg(F.count(F.lit(1)).alias("n"), F.max("h").alias("h"))
+        .collect()
+    )
+    if bad:
+        bad.sort(key=lambda r: r["file"])
+        total = sum(r["n"] for r in bad)
+        where = ", ".join(f"{r['n']} in {r['file']}" for r in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise InputError(
+            f"{role}: {total} malformed CSV row(s) ({where}): a row with more fields than the header, or an "
+            "unbalanced quote, say. Fix the file (the rows are not shown: they hold personal data)"
+        )
+    return df.drop(CORRUPT)
+
+
+def _check_header(names: list[str], role: str, spec: TableSpec) -> None:
+    """A CSV without a header row turns its first record into column names: never quote them."""
+    def looks_like_data(name: str) -> bool:
+        try:
+            float(name)
+            return True
+        except ValueError:
+            return name.strip() == "" or name.startswith("_c")
+
+    if names and sum(looks_like_data(n) for n in names) * 2 > len(names):
+        raise InputError(
+            f"{role}: the first row of {spec.path} does not look like a header (most of its fields are numbers "
+            "or empty): the CSV format needs a header row with the column names; add one"
+        )
+
+
+def input_files(df: DataFrame) -> list[str]:
+    """The files a DataFrame reads ([] for in-memory data or a source that does not say)."""
+    try:
+        return list(df.inputFiles())
+    except Exception:  # noqa: BLE001 - not every source lists its files
+        return []
 
 
 def _short_reason(exc: Exception) -> str:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .config import METRIC_KEYS
+from .outputs import check_destination, destination, locked, publish, write_atomic
 
 TITLES = {
     "linkability_protection_rate": "Linkability Protection Rate",
@@ -67,6 +66,8 @@ class Report:
     timings: dict[str, float]
     # per-original results: a cached Spark DataFrame, or None (config key records)
     records: Any = field(default=None, repr=False, compare=False)
+    # (role, location) of the inputs: outputs may never overlap them
+    sources: list = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +97,35 @@ class Report:
         return "\n".join(lines)
 
 
+    def write(self, path: str | Path) -> Path:
+        """Write report.json, report.html and records/ into the folder ``path``.
+
+        The same outputs and safety rules as the command line: the folder must
+        be new, empty or an earlier output of this tool, and must not overlap
+        an input; the outputs are built beside it and moved into place whole.
+        Returns the folder.
+        """
+        from .html import render
+
+        dest = destination(str(path), "output")
+        check_destination(dest, self.sources, "output")
+        with locked(dest, "output"):
+            check_destination(dest, self.sources, "output")
+
+            def build(stage: Path) -> list[str]:
+                stage.mkdir()
+                names = []
+                if self.records is not None:
+                    self.records.write.parquet(str(stage / "records"))
+                    names.append("records")
+                write_atomic(stage / "report.html", render(self.to_dict()))
+                write_atomic(stage / "report.json", self.to_json() + "\n")
+                return names + ["report.html", "report.json"]
+
+            publish(dest, build, "output")
+        return dest
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -106,16 +136,3 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "item"):  # numpy scalar
         return _jsonable(obj.item())
     return obj
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -7,20 +7,63 @@ carries a record value.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import ID, KEY, with_position
+from .io import ID, KEY, RESERVED_PREFIX, col, with_position
 
 log = logging.getLogger(__name__)
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 CATEGORICAL_TYPES = (T.StringType, T.BooleanType)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A variable of the Gower distance: its column name and kind."""
+
+    name: str
+    kind: str  # "numeric" | "categorical"
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    non_null: int
+    min: float | None  # numeric variables only
+    max: float | None
+    infinite: int = 0  # +inf / -inf values (numeric)
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """Rows of a table, and per variable its non-null count and numeric range."""
+
+    rows: int
+    columns: dict[str, ColumnStats]
+
+    def __getitem__(self, name: str) -> ColumnStats:
+        return self.columns[name]
+
+
+def ranges_of(stats: Sequence[TableStats], variables: Sequence[Variable]) -> np.ndarray:
+    """max - min of each numeric variable over the tables whose stats are given."""
+    out = np.zeros(len(variables))
+    for i, v in enumerate(variables):
+        if v.kind != "numeric":
+            continue
+        lows = [s[v.name].min for s in stats if s[v.name].min is not None]
+        highs = [s[v.name].max for s in stats if s[v.name].max is not None]
+        out[i] = (max(highs) - min(lows)) if lows else math.nan
+    return out
 
 
 def type_class(dt: T.DataType) -> str | None:
@@ -46,7 +89,7 @@ class Inputs:
     n_avatars: int
     n_holdout: int | None
     row_key: str | None
-    stats: dict[str, dict] = field(default_factory=dict)  # per table: per variable min, max, non-null
+    stats: dict[str, TableStats] = field(default_factory=dict)  # per table role
 
     @property
     def names(self) -> list[str]:
@@ -71,6 +114,15 @@ def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Confi
     a_cols = {f.name: f.dataType for f in a.schema.fields}
     h_cols = {f.name: f.dataType for f in h.schema.fields} if h is not None else None
     everywhere = set(o_cols) | set(a_cols) | (set(h_cols) if h_cols else set())
+    for role, cols in (("originals", o_cols), ("avatars", a_cols), ("holdout", h_cols)):
+        for c in cols or ():
+            if c.startswith(RESERVED_PREFIX):
+                _fail(f"{role}: column {c} starts with {RESERVED_PREFIX}, which this tool keeps for its own "
+                      "columns: rename it")
+    if not set(o_cols) & set(a_cols):
+        # never quote the names: a CSV read without its header row makes them of its first record
+        _fail("originals and avatars share no column name: check that both are the right tables, and that "
+              "every CSV file starts with a header row")
 
     for c in cfg.exclude:
         if c not in everywhere:
@@ -136,58 +188,95 @@ def _known(cfg: Config, variables: dict[str, str]) -> tuple[str, ...]:
     return tuple(known)
 
 
-def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None) -> DataFrame:
-    """Select the id (and row key) and the variables; NaN becomes null (the spec: NaN is a null)."""
+def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None,
+           integral: frozenset = frozenset()) -> DataFrame:
+    """Select the id (and row key) and the variables, in the forms every metric compares.
+
+    NaN becomes null (the spec: NaN is a null); decimals become float64. A
+    numeric column forced to ``categorical`` becomes the text of its exact
+    value: of a 64-bit integer when the column is integral in every table
+    (``integral``), else of its float64 value (-0.0 as 0.0), so that codes
+    such as 2**60 + k stay distinct everywhere.
+    """
     cols = [id_expr.alias(ID)]
     if key is not None:
-        cols.append(F.col(f"`{key}`").alias(KEY))
-    for c in variables:
+        cols.append(col(key).alias(KEY))
+    for c, kind in variables.items():
         dt = df.schema[c].dataType
-        col = F.col(f"`{c}`")
+        x = col(c)
         if isinstance(dt, (T.FloatType, T.DoubleType)):
-            col = F.when(F.isnan(col), F.lit(None)).otherwise(col)
-        if isinstance(dt, T.DecimalType):
-            col = col.cast("double")
-        cols.append(col.alias(c))
+            x = F.when(F.isnan(x), F.lit(None)).otherwise(x)
+        if kind == "categorical" and isinstance(dt, NUMERIC_TYPES):
+            if c in integral:
+                x = x.cast("long").cast("string")
+            else:
+                x = x.cast("double")
+                x = F.when(x == 0, F.lit(0.0)).otherwise(x).cast("string")
+        elif isinstance(dt, T.DecimalType):
+            x = x.cast("double")
+        cols.append(x.alias(c))
     return df.select(*cols)
 
 
 def key_id(df: DataFrame, key: str):
     """The record id from a row key: the integer itself, or a 64-bit hash of the value."""
     dt = df.schema[key].dataType
-    if isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return F.col(f"`{key}`").cast("long")
-    return F.xxhash64(F.col(f"`{key}`").cast("string"))
+    if isinstance(dt, INTEGRAL_TYPES):
+        return col(key).cast("long")
+    return F.xxhash64(col(key).cast("string"))
 
 
-def _check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
-    nulls = raw.filter(F.col(f"`{key}`").isNull()).limit(1).count()
+def check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
+    """Row keys: none null, none duplicated (``df`` carries the ids made from them)."""
+    nulls = raw.filter(col(key).isNull()).limit(1).count()
     if nulls:
         _fail(f"{role}: row key column {key} has null values: every record needs a key")
     dup = df.groupBy(ID).count().filter("count > 1").limit(1).count()
     if dup:
-        if isinstance(raw.schema[key].dataType, (T.StringType,)) and raw.select(key).distinct().count() == raw.count():
+        if isinstance(raw.schema[key].dataType, T.StringType) and raw.select(col(key)).distinct().count() == raw.count():
             _fail(f"{role}: row key column {key} has values whose hashes collide: use an integer key")
         _fail(f"{role}: row key column {key} has duplicated values: the key must be unique, or set row_key: null")
 
 
-def table_stats(df: DataFrame, variables: dict[str, str]) -> dict:
-    """Rows, and per variable: non-null count, min and max (numeric)."""
-    aggs = [F.count(F.lit(1)).alias("__n")]
+INF = float("inf")
+
+
+def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
+    """Rows, and per variable: non-null count, min, max and infinite values (numeric)."""
+    aggs = [F.count(F.lit(1)).alias("n")]
     for i, (c, kind) in enumerate(variables.items()):
-        aggs.append(F.count(F.col(f"`{c}`")).alias(f"nn{i}"))
+        aggs.append(F.count(col(c)).alias(f"nn{i}"))
         if kind == "numeric":
-            col = F.col(f"`{c}`").cast("double")
-            aggs += [F.min(col).alias(f"lo{i}"), F.max(col).alias(f"hi{i}")]
+            x = col(c).cast("double")
+            aggs += [F.min(x).alias(f"lo{i}"), F.max(x).alias(f"hi{i}"),
+                     F.count(F.when(F.abs(x) == F.lit(INF), 1)).alias(f"inf{i}")]
     row = df.agg(*aggs).collect()[0]
-    out = {"__n": row["__n"]}
+    columns = {}
     for i, (c, kind) in enumerate(variables.items()):
-        out[c] = {
-            "non_null": row[f"nn{i}"],
-            "min": row[f"lo{i}"] if kind == "numeric" else None,
-            "max": row[f"hi{i}"] if kind == "numeric" else None,
-        }
-    return out
+        numeric = kind == "numeric"
+        columns[c] = ColumnStats(
+            non_null=row[f"nn{i}"],
+            min=row[f"lo{i}"] if numeric else None,
+            max=row[f"hi{i}"] if numeric else None,
+            infinite=row[f"inf{i}"] if numeric else 0,
+        )
+    return TableStats(rows=row["n"], columns=columns)
+
+
+def _check_values(stats: dict[str, TableStats], variables: dict[str, str]) -> None:
+    """Every numeric variable finite, with a finite range over all the tables."""
+    for c, kind in variables.items():
+        if kind != "numeric":
+            continue
+        for role, st in stats.items():
+            if st[c].infinite:
+                _fail(f"{role}: column {c} has {st[c].infinite} infinite value(s): Gower distances need finite "
+                      "numbers; replace them by null or a finite value, or list the column under exclude")
+        lows = [st[c].min for st in stats.values() if st[c].min is not None]
+        highs = [st[c].max for st in stats.values() if st[c].max is not None]
+        if lows and not math.isfinite(max(highs) - min(lows)):
+            _fail(f"column {c}: its range (largest minus smallest value over the tables) overflows float64: "
+                  "values this far apart cannot be compared; rescale the column or list it under exclude")
 
 
 def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame | None, cfg: Config) -> Inputs:
@@ -197,26 +286,30 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
             _fail(f"{role}: the table is empty: check the path or table name")
     variables = derive_variables(originals, avatars, holdout, cfg)
     known = _known(cfg, variables)
+    raws = [(role, raw) for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
+            if raw is not None]
+    integral = frozenset(
+        c for c in cfg.categorical if all(isinstance(raw.schema[c].dataType, INTEGRAL_TYPES) for _, raw in raws)
+    )
 
     tables = {}
     stats = {}
-    for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
-        if raw is None:
-            continue
+    for role, raw in raws:
         if cfg.row_key is not None:
-            df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key)
+            df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, integral)
         else:
-            df = _clean(with_position(raw), variables, F.col(ID))
+            df = _clean(with_position(raw), variables, F.col(ID), integral=integral)
         df = df.cache()
         st = table_stats(df, variables)
         if cfg.row_key is not None:
-            _check_keys(role, df, raw, cfg.row_key)
+            check_keys(role, df, raw, cfg.row_key)
         tables[role] = df
         stats[role] = st
+    _check_values(stats, variables)
 
-    n_o, n_a = stats["originals"]["__n"], stats["avatars"]["__n"]
+    n_o, n_a = stats["originals"].rows, stats["avatars"].rows
     for c in variables:
-        if stats["originals"][c]["non_null"] == 0 and stats["avatars"][c]["non_null"] == 0:
+        if stats["originals"][c].non_null == 0 and stats["avatars"][c].non_null == 0:
             _fail(f"column {c} is null in every record of originals and avatars: it carries nothing to compare; list it under exclude")
 
     if cfg.row_key is not None:
@@ -241,7 +334,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         known=known,
         n_originals=n_o,
         n_avatars=n_a,
-        n_holdout=stats["holdout"]["__n"] if "holdout" in stats else None,
+        n_holdout=stats["holdout"].rows if "holdout" in stats else None,
         row_key=cfg.row_key,
         stats=stats,
     )

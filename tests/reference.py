@@ -123,7 +123,11 @@ def _profile(rec, known, kinds, bins=None):
             key.append(None)
         elif kinds[v] == "numeric" and bins is not None:
             lo, step = bins[v]
-            key.append(0 if step is None else math.floor((float(x) - lo) / step))
+            if step is None:
+                key.append(0)
+            else:
+                q = (float(x) - lo) / step
+                key.append(math.floor(q) if math.isfinite(q) else q)  # this project's choice past overflow
         else:
             key.append(x)
     return tuple(key)
@@ -146,8 +150,12 @@ def knowledge(O, A, known, kinds):
             bins[v] = (None, None)
             continue
         mean = float(sum(Fraction(x) for x in xs) / len(xs))
-        sq = sum(Fraction((x - mean) * (x - mean)) for x in xs)
-        sd = math.sqrt(float(sq / (len(xs) - 1)))
+        # this project's choice: deviations whose squares would overflow float64 are
+        # scaled by an exact power of two first (and the sd scaled back)
+        max_dev = max(max(xs) - mean, mean - min(xs))
+        k = 0 if max_dev < 2.0**511 else math.frexp(max_dev)[1] - 510
+        sq = sum(Fraction(((x - mean) * 2.0**-k) * ((x - mean) * 2.0**-k)) for x in xs)
+        sd = math.ldexp(math.sqrt(float(sq / (len(xs) - 1))), k)
         step = 0.05 * abs(mean)
         if step == 0.0:
             step = 0.05 * (max(xs) - min(xs))

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from avatar_metrics.cli import main
+from test_safety import snapshot
 
 SECRET = "Zorglub-7731"  # a record value that must never be printed
 
@@ -102,13 +103,12 @@ def test_bad_input(spark, tmp_path, capfd, case):
         cfg["exclude"] = []
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "report.json").write_text("{}")  # an earlier run's
+    before = snapshot(tmp_path)
     code = main(["run", "--config", str(path)])
     out, err = capfd.readouterr()
     assert code == 2, err[-2000:]
     msg = err.split("avatar-metrics: error:", 1)[1] if "avatar-metrics: error:" in err else err
     for w in words:
         assert w in msg, (w, msg)
-    assert not (tmp_path / "out" / "report.json").exists()
+    assert snapshot(tmp_path) == before  # no output, no file touched
     assert SECRET not in out and SECRET not in err

@@ -114,15 +114,28 @@ def test_fail_on_target_exit_code(spark, tmp_path, capsys):
 def test_bad_configuration_exit_2_and_no_report(spark, tmp_path, capsys):
     cfg = write_config(tmp_path)
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "report.json").write_text("{}")  # a stale report from an earlier run
     assert main(["run", "--config", str(cfg), "--set", "quantile=500"]) == 2
     err = capsys.readouterr().err
     assert "quantile" in err
     assert main(["run", "--config", str(cfg), "--set", "originals.path=/nowhere/o.parquet"]) == 2
     err = capsys.readouterr().err
     assert "originals" in err and "/nowhere/o.parquet" in err
-    assert not (out / "report.json").exists()
+    assert not out.exists()
+
+
+def test_a_failed_run_leaves_the_earlier_outputs_whole(spark, tmp_path, monkeypatch, capsys):
+    cfg = write_config(tmp_path, records=False)
+    out = tmp_path / "out"
+    assert main(["run", "--config", str(cfg)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def crash(report):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("avatar_metrics.html.render", crash)
+    assert main(["run", "--config", str(cfg), "--set", "seed=9"]) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no mixture
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []  # no staging left
 
 
 def test_bad_input_exit_2(spark, tmp_path, capsys):

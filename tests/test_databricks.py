@@ -6,6 +6,7 @@ import pytest
 
 from avatar_metrics.cli import main
 from avatar_metrics.databricks import translate
+from avatar_metrics.errors import ConfigError
 from conftest import write_example_config
 
 
@@ -15,7 +16,7 @@ def test_translate():
         "run", "--config", "/dbfs/c.yaml", "--set", "seed=7", "--set", "known_variables=[age, sex]",
         "--fail-on-target", "--set", "originals.table=main.x.y"]
     assert translate(["--fail_on_target=false"]) == ["run"]
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError):
         translate(["seed=7"])
 
 

@@ -5,7 +5,8 @@ import pytest
 
 import reference as ref
 from avatar_metrics.config import as_config
-from avatar_metrics.engine.search import Variable, nearest, ranges_of
+from avatar_metrics.engine.search import nearest
+from avatar_metrics.schema import Variable, ranges_of
 from avatar_metrics.io import ID
 from avatar_metrics.schema import prepare_inputs, release
 from conftest import to_spark

@@ -27,38 +27,21 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..io import ID
+from ..io import ID, col
 from ..kernels.gower import NO_KEY, Space, State, search_salt
 from ..kernels.index import CandidateIndex
+from ..schema import Variable
 
 log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class Variable:
-    name: str
-    kind: str  # "numeric" | "categorical"
-
-
-def ranges_of(stats: Sequence[dict], variables: Sequence[Variable]) -> np.ndarray:
-    """max - min of each numeric variable over the tables whose stats are given."""
-    out = np.zeros(len(variables))
-    for i, v in enumerate(variables):
-        if v.kind != "numeric":
-            continue
-        lows = [s[v.name]["min"] for s in stats if s[v.name]["min"] is not None]
-        highs = [s[v.name]["max"] for s in stats if s[v.name]["max"] is not None]
-        out[i] = (max(highs) - min(lows)) if lows else math.nan
-    return out
-
-
 def _select(df: DataFrame, variables: Sequence[Variable]) -> DataFrame:
+    """ID and the variables as v0, v1, ...: numbers as float64, categories as they are
+    (strings or booleans: ``schema`` turns numeric categories into exact text)."""
     cols = [F.col(ID)]
     for i, v in enumerate(variables):
-        c = F.col(f"`{v.name}`")
+        c = col(v.name)
         if v.kind == "numeric":
             c = c.cast("double")
-        elif dict(df.dtypes)[v.name] not in ("string", "boolean"):
-            c = c.cast("double")  # a numeric column compared as categories
         cols.append(c.alias(f"v{i}"))
     return df.select(*cols)
 

@@ -57,3 +57,19 @@ def sd_of(total_sq_dev: Fraction, n: int) -> float:
     if n < 2:
         return math.nan
     return math.sqrt(float(total_sq_dev / (n - 1)))
+
+
+# Squares of deviations above 2**511 overflow float64 (about 1.3e154 squared).
+SQUARE_LIMIT_EXP = 511
+
+
+def deviation_scale(max_abs_dev: float) -> int:
+    """k such that deviations times 2**-k square without overflow (0 when none would).
+
+    Scaling by a power of two is exact, and so is squaring then rescaling:
+    with k > 0 the standard deviation is ``2**k * sqrt(sum((d * 2**-k)**2) / (n - 1))``,
+    the value float64 would give with an unbounded exponent.
+    """
+    if not math.isfinite(max_abs_dev) or max_abs_dev < 2.0**SQUARE_LIMIT_EXP:
+        return 0
+    return math.frexp(max_abs_dev)[1] - SQUARE_LIMIT_EXP + 1

@@ -16,11 +16,11 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.aggregate import histogram2d, histograms, midpoint_percentiles
-from ..engine.search import Variable, nearest, ranges_of
+from ..engine.search import nearest
 from ..engine.split import working_ids
 from ..io import ID
 from ..report import MetricResult
-from ..schema import Inputs, table_stats
+from ..schema import Inputs, Variable, ranges_of, table_stats
 
 SEARCHES = ("closest/avatars", "closest/holdout")
 
@@ -69,7 +69,7 @@ def references(inputs: Inputs, cfg: Config):
     n_wo = (n + 1) // 2
     wa_stats = table_stats(wa, inputs.variables)
     stats = [inputs.stats["originals"], wa_stats]  # WO and HO together are O
-    return "approximate_holdout", wo, wa, ho, (n_wo, wa_stats["__n"], n - n_wo), stats, [ids]
+    return "approximate_holdout", wo, wa, ho, (n_wo, wa_stats.rows, n - n_wo), stats, [ids]
 
 
 def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from ..io import ID
+from ..io import ID, col
 from ..report import MetricResult
 from ..schema import Inputs
 
@@ -23,8 +23,8 @@ def protection(m: int, u: int, n: int) -> float:
 def compute(inputs: Inputs, target: float) -> MetricResult:
     names = inputs.names
     n = inputs.n_originals
-    o = inputs.originals.select(ID, *[F.col(f"`{c}`").alias(f"o{i}") for i, c in enumerate(names)])
-    a = inputs.avatars.select(ID, *[F.col(f"`{c}`").alias(f"a{i}") for i, c in enumerate(names)])
+    o = inputs.originals.select(ID, *[col(c).alias(f"o{i}") for i, c in enumerate(names)])
+    a = inputs.avatars.select(ID, *[col(c).alias(f"a{i}") for i, c in enumerate(names)])
     matches = o.join(a, ID).agg(
         F.count(F.lit(1)).alias("rows"),
         *[F.sum(F.col(f"o{i}").eqNullSafe(F.col(f"a{i}")).cast("long")).alias(f"m{i}") for i in range(len(names))],
@@ -33,7 +33,7 @@ def compute(inputs: Inputs, target: float) -> MetricResult:
         raise RuntimeError(f"alignment joined {matches['rows']} of {n} records")
     distinct = inputs.avatars.agg(
         *[
-            (F.count_distinct(F.col(f"`{c}`")) + F.max(F.col(f"`{c}`").isNull().cast("int"))).alias(f"u{i}")
+            (F.count_distinct(col(c)) + F.max(col(c).isNull().cast("int"))).alias(f"u{i}")
             for i, c in enumerate(names)
         ]
     ).collect()[0]

@@ -20,10 +20,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..engine.aggregate import exact_sums
-from ..io import ID
-from ..kernels.exact import mean_of, sd_of
+from ..io import ID, col
+from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..report import MetricResult
 from ..schema import Inputs
+
+
+BIG = 2.0**52  # from here on every float64 is an integer
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,19 @@ def bins_for(n: int, vmin, vmax, mean: float, sd: float) -> Bins:
 def _binned(df: DataFrame, known, kinds, bins: dict[str, Bins]) -> DataFrame:
     cols = [F.col(ID)]
     for i, (c, kind) in enumerate(zip(known, kinds)):
-        col = F.col(f"`{c}`")
         if kind == "numeric":
             b = bins[c]
-            x = col.cast("double")
+            x = col(c).cast("double")
             if b.step is None:
-                binned = F.when(x.isNull(), F.lit(None).cast("long")).otherwise(F.lit(0).cast("long"))
+                binned = F.when(x.isNull(), F.lit(None).cast("double")).otherwise(F.lit(0.0))
             else:
-                binned = F.floor((x - F.lit(b.lo)) / F.lit(b.step)).cast("long")
+                # the bin index as a float64 integer: past 2**52 every float64 is one
+                # already, and values far outside the range must not overflow a long
+                q = (x - F.lit(b.lo)) / F.lit(b.step)
+                binned = F.when(F.abs(q) < F.lit(BIG), F.floor(q).cast("double")).otherwise(q)
             cols.append(binned.alias(f"k{i}"))
         else:
-            cols.append(col.alias(f"k{i}"))
+            cols.append(col(c).alias(f"k{i}"))
     return df.select(*cols)
 
 
@@ -78,7 +83,7 @@ def compute(inputs: Inputs, target: float, keep_records: bool = False) -> Metric
     n = inputs.n_originals
     kcols = [f"k{i}" for i in range(len(known))]
 
-    o_raw = inputs.originals.select(ID, *[F.col(f"`{c}`").alias(f"k{i}") for i, c in enumerate(known)])
+    o_raw = inputs.originals.select(ID, *[col(c).alias(f"k{i}") for i, c in enumerate(known)])
     u_ids = unique_profiles(o_raw, kcols).select(ID)
     U = inputs.originals.join(u_ids, ID).cache()
     try:
@@ -87,19 +92,22 @@ def compute(inputs: Inputs, target: float, keep_records: bool = False) -> Metric
         bins: dict[str, Bins] = {}
         if numeric:
             mm = U.agg(
-                *[F.min(F.col(f"`{c}`").cast("double")).alias(f"lo{i}") for i, c in enumerate(numeric)],
-                *[F.max(F.col(f"`{c}`").cast("double")).alias(f"hi{i}") for i, c in enumerate(numeric)],
+                *[F.min(col(c).cast("double")).alias(f"lo{i}") for i, c in enumerate(numeric)],
+                *[F.max(col(c).cast("double")).alias(f"hi{i}") for i, c in enumerate(numeric)],
             ).collect()[0]
-            sums = exact_sums(U, {c: F.col(f"`{c}`") for c in numeric})
+            sums = exact_sums(U, {c: col(c) for c in numeric})
             means = {c: (mean_of(s, cnt) if cnt else math.nan) for c, (s, cnt) in sums.items()}
-            dev = exact_sums(
-                U,
-                {c: (F.col(f"`{c}`").cast("double") - F.lit(means[c])) * (F.col(f"`{c}`").cast("double") - F.lit(means[c]))
-                 for c in numeric if sums[c][1]},
-            )
+            scale = {c: deviation_scale(max(mm[f"hi{i}"] - means[c], means[c] - mm[f"lo{i}"]))
+                     for i, c in enumerate(numeric) if sums[c][1]}
+
+            def square(c):
+                d = (col(c).cast("double") - F.lit(means[c])) * F.lit(2.0 ** -scale[c])
+                return d * d
+
+            dev = exact_sums(U, {c: square(c) for c in scale})
             for i, c in enumerate(numeric):
                 cnt = sums[c][1]
-                sd = sd_of(dev[c][0], cnt) if cnt else math.nan
+                sd = math.ldexp(sd_of(dev[c][0], cnt), scale[c]) if cnt else math.nan
                 bins[c] = bins_for(cnt, mm[f"lo{i}"], mm[f"hi{i}"], means[c], sd)
 
         u_binned = _binned(U, known, kinds, bins)

@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.search import Variable, nearest, ranges_of
+from ..engine.search import nearest
 from ..io import ID
 from ..report import MetricResult
-from ..schema import Inputs
+from ..schema import Inputs, Variable, ranges_of
 
 SEARCHES = ("linkability/A", "linkability/B")
 

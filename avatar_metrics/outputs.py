@@ -1,0 +1,247 @@
+"""Writing outputs safely: only into folders this tool owns, whole or not at all.
+
+The rules (README, "Safety"):
+
+- A destination (the run's ``output``, a split's ``--working`` / ``--holdout``)
+  must not be, contain or lie inside an input, and must not be a file.
+- It must be absent, empty, or a folder this tool wrote: such a folder holds a
+  marker file, ``.avatar-metrics``, listing the entries the tool put there.
+  A folder with anything else in it is refused, never cleared.
+- Outputs are built in a hidden sibling folder and moved into place in one
+  rename when complete, so a crash, a kill or a concurrent run never leaves a
+  mixture; the earlier outputs are removed only after that rename.
+- One run at a time per destination: a lock file beside it
+  (``.<name>.avatar-metrics.lock``); a second run is refused (exit 2).
+- Files are created with the user's umask.
+
+Everything here is checked before the first file is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+from urllib.parse import urlparse
+
+from .errors import InputError
+
+MARKER = ".avatar-metrics"
+TOOL = "avatar-metrics"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_GLOB = re.compile(r"[*?\[{]")
+
+
+def expand(path: str) -> str:
+    """``~`` and ``~user`` expanded; URIs (``s3a://``, ``dbfs:/``) left as they are."""
+    return path if _SCHEME.match(path) else os.path.expanduser(path)
+
+
+def local_path(uri: str) -> Path | None:
+    """The local path a table location names, or None for a remote store.
+
+    ``file:`` URIs are local; ``dbfs:/x`` is ``/dbfs/x`` (the Databricks FUSE
+    mount); a glob stands for the folder where its first wildcard starts.
+    """
+    if _SCHEME.match(uri):
+        parsed = urlparse(uri)
+        if parsed.scheme == "file":
+            path = parsed.path
+        elif parsed.scheme == "dbfs":
+            path = "/dbfs" + (parsed.path if parsed.path.startswith("/") else "/" + parsed.path)
+        else:
+            return None
+    else:
+        path = os.path.expanduser(uri)
+    m = _GLOB.search(path)
+    if m:
+        path = os.path.dirname(path[: m.start()]) or "."
+    return Path(os.path.abspath(path)).resolve()
+
+
+def relation(dest: Path, other: Path) -> str | None:
+    """How ``dest`` sits against ``other``: "is", "contains", "lies inside" or None."""
+    if dest == other:
+        return "is"
+    if dest in other.parents:
+        return "contains"
+    if other in dest.parents:
+        return "lies inside"
+    return None
+
+
+def destination(path: str, what: str) -> Path:
+    """The absolute, resolved destination folder named by the user."""
+    if not isinstance(path, str) or not path.strip():
+        raise InputError(f"{what}: give a folder path")
+    return Path(os.path.abspath(expand(path))).resolve()
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """The entries of ``folder`` this tool did not write (sorted); [] when empty or all ours."""
+    entries = sorted(os.listdir(folder))
+    if not entries:
+        return []
+    if MARKER not in entries:
+        return entries
+    ours = _marked(folder)
+    if ours is None:
+        return entries
+    return [e for e in entries if e != MARKER and e not in ours]
+
+
+def _marked(folder: Path) -> set[str] | None:
+    try:
+        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != TOOL or not isinstance(data.get("files"), list):
+        return None
+    return {str(f) for f in data["files"]}
+
+
+def check_destination(dest: Path, inputs: Sequence[tuple[str, str]], what: str) -> None:
+    """Refuse a destination that overlaps an input, is a file, or holds files not ours."""
+    for role, location in inputs:
+        other = local_path(location)
+        if other is None:
+            continue
+        how = relation(dest, other)
+        if how:
+            raise InputError(
+                f"{what} {dest} {how} the {role} input {location}: "
+                "choose a folder that is neither an input, nor inside one, nor holding one"
+            )
+    if dest.is_symlink() and not dest.exists():
+        raise InputError(f"{what} {dest} is a broken symbolic link: remove it or choose another folder")
+    if not dest.exists():
+        _check_parent(dest, what)
+        return
+    if not dest.is_dir():
+        raise InputError(f"{what} {dest} is a file, not a folder: choose a folder for the outputs")
+    foreign = foreign_entries(dest)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise InputError(
+            f"{what} {dest} holds {foreign[0]}{more}, which avatar-metrics did not write: "
+            "it replaces only its own outputs, so choose a new or empty folder (or move those files away)"
+        )
+
+
+def _check_parent(dest: Path, what: str) -> None:
+    for parent in dest.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{what} {dest}: {parent} is a file, not a folder")
+            return
+
+
+_HELD: set[Path] = set()  # locks this process holds (a run's lock covers its Report.write)
+
+
+@contextmanager
+def locked(dest: Path, what: str) -> Iterator[None]:
+    """Hold the destination's lock file; refuse when another live run holds it."""
+    if dest in _HELD:
+        yield
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lock = dest.parent / f".{dest.name}.avatar-metrics.lock"
+    fd = None
+    for attempt in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            break
+        except FileExistsError:
+            if attempt == 0 and _stale(lock):
+                lock.unlink(missing_ok=True)
+                continue
+            raise InputError(
+                f"another avatar-metrics run is writing {what} {dest} (lock file {lock}): wait for it to end, "
+                "or remove the lock file if no run is going on"
+            ) from None
+    _HELD.add(dest)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{socket.gethostname()} {os.getpid()}\n")
+        _remove_leftovers(dest)
+        yield
+    finally:
+        _HELD.discard(dest)
+        lock.unlink(missing_ok=True)
+
+
+def _stale(lock: Path) -> bool:
+    """A lock left by a dead process of this host."""
+    try:
+        host, pid = lock.read_text().split()
+        pid = int(pid)
+    except (OSError, ValueError):
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _sibling(dest: Path, kind: str) -> Path:
+    return dest.parent / f".{dest.name}.avatar-metrics-{kind}-{uuid.uuid4().hex[:12]}"
+
+
+def _remove_leftovers(dest: Path) -> None:
+    """Staging and old folders of a killed run of ours (only under the lock)."""
+    prefix = f".{dest.name}.avatar-metrics-"
+    for entry in dest.parent.iterdir():
+        if entry.name.startswith(prefix) and entry.name[len(prefix):].split("-")[0] in ("stage", "old"):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def publish(dest: Path, build: Callable[[Path], Iterable[str]], what: str) -> None:
+    """Build the outputs in a hidden sibling and move them into ``dest`` whole.
+
+    ``build(stage)`` creates the folder ``stage`` (absent when called) and
+    returns the names of the entries it wrote there. Call under ``locked``.
+    """
+    stage = _sibling(dest, "stage")
+    old = None
+    try:
+        names = list(build(stage))
+        stage.mkdir(exist_ok=True)
+        write_atomic(stage / MARKER, json.dumps({"tool": TOOL, "files": sorted(names)}, indent=1) + "\n")
+        if dest.exists():
+            check_destination(dest, (), what)  # nothing foreign appeared meanwhile
+            old = _sibling(dest, "old")
+            os.rename(dest, old)
+        os.rename(stage, dest)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if old is not None and not dest.exists():
+            os.rename(old, dest)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a reader never sees half of it (mode from the umask)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
