@@ -13,20 +13,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID
-from ..kernels.gower import search_salt, tie_keys
+from ..kernels.keyed import split_keys as keys_of
 from .aggregate import kth_smallest_pairs
-
-SPLIT = "holdout-split"
 
 
 def split_keys(ids: DataFrame, seed: int) -> DataFrame:
     """``ID, key`` for the records of ``ids``."""
-    salt = search_salt(seed, SPLIT)
 
     def keys(batches):
         for pdf in batches:
-            q = pdf[ID].to_numpy(dtype=np.int64)
-            pdf["key"] = tie_keys(salt, q, np.zeros(1, dtype=np.int64))
+            pdf["key"] = keys_of(seed, pdf[ID].to_numpy(dtype=np.int64))
             yield pdf
 
     return ids.select(ID).mapInPandas(keys, f"{ID} long, key long")

@@ -18,55 +18,17 @@ States of disjoint candidate sets merge exactly and in any order.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
-_M64 = (1 << 64) - 1
+from .keyed import search_salt, tie_keys  # noqa: F401 - search_salt: imported by callers of the kernel
+
 NO_KEY = np.iinfo(np.int64).max
 # Distance-matrix elements computed at once (x 8 bytes, a few temporaries).
 MAX_BLOCK_ELEMENTS = 1 << 21
 # Candidates compared with one chunk of queries at a time.
 SUB_BLOCK = 4096
-
-
-# ---------------------------------------------------------------- tie keys
-
-
-def _mix_int(x: int) -> int:
-    """splitmix64 finaliser on a Python int (scalar form of ``_mix``)."""
-    x &= _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def search_salt(seed: int, search: str) -> int:
-    """The (seed, search) part of the tie key, as an unsigned 64-bit int."""
-    name = int.from_bytes(hashlib.blake2b(search.encode("utf-8"), digest_size=8).digest(), "little")
-    return _mix_int(_mix_int(seed & _M64) ^ name)
-
-
-def tie_keys(salt: int, qids: np.ndarray, cids: np.ndarray) -> np.ndarray:
-    """Keyed hash of (seed, search, query id, candidate id), in [0, 2**63).
-
-    ``qids`` and ``cids`` broadcast against each other (int64 arrays).
-    """
-    q = np.asarray(qids, dtype=np.int64).view(np.uint64)
-    c = np.asarray(cids, dtype=np.int64).view(np.uint64)
-    with np.errstate(over="ignore"):
-        h = _mix(np.uint64(salt) ^ q)
-        h = _mix(h ^ c)
-    return (h >> np.uint64(1)).astype(np.int64)
 
 
 # ---------------------------------------------------------------- distances

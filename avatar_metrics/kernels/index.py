@@ -29,26 +29,13 @@ the same order as the numpy kernel).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import njit
 
 from .gower import Space, State
-
-# numba caches compiled code next to this file; a package imported from a
-# zip (spark-submit --py-files) has no such place, so it compiles per process.
-_CACHE = os.path.isfile(__file__) and os.access(os.path.dirname(__file__), os.W_OK)
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-@njit(cache=_CACHE, inline="always")
-def _mix(x):
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
+from .keyed import JIT_CACHE as _CACHE
+from .keyed import mix_jit as _mix
+from .keyed import query_salts
 
 
 @njit(cache=_CACHE)
@@ -237,8 +224,7 @@ class CandidateIndex:
             return st
         Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q))
         qids = np.asarray(qids, dtype=np.int64)
-        with np.errstate(over="ignore"):
-            sq = _mix_np(np.uint64(salt) ^ qids.view(np.uint64))
+        sq = query_salts(salt, qids)
         is_cat = np.ascontiguousarray(space.is_cat, dtype=np.bool_)
         ranges = np.ascontiguousarray(space.ranges, dtype=np.float64)
         qprof = _profiles(Q, space.is_cat)
@@ -281,11 +267,3 @@ class CandidateIndex:
         P, is_cat, ranges, nv, members, moff, d1, d2, n1, key, cid = args
         _scan_group(Q, qsel, sq, lb, P, int(self.gstart[g]), int(self.gstop[g]), self.scan, self.scanvals,
                     is_cat, ranges, nv, members, moff, d1, d2, n1, key, cid)
-
-
-def _mix_np(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint64(30))
-    x = x * _M1
-    x = x ^ (x >> np.uint64(27))
-    x = x * _M2
-    return x ^ (x >> np.uint64(31))

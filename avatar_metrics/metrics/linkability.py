@@ -10,22 +10,17 @@ LPR = 100 * (1 - linked / n).
 
 from __future__ import annotations
 
-import hashlib
-
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.search import nearest
 from ..io import ID
+from ..kernels.keyed import shuffle_key
 from ..report import MetricResult
 from ..schema import Inputs, Variable, ranges_of
 
 SEARCHES = ("linkability/A", "linkability/B")
-
-
-def shuffle_key(seed: int, name: str) -> bytes:
-    return hashlib.blake2b(f"{seed}\x00linkability-split\x00{name}".encode("utf-8"), digest_size=16).digest()
 
 
 def split_known(known, seed: int) -> tuple[list[str], list[str]]:
