@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from . import __version__
 from .config import Config, as_config
-from .metrics import closest, column_direct_match, knowledge, linkability
+from . import metrics as declared
 from .errors import ConfigError
 from .io import ID, KEY, input_files
 from .report import MetricResult, Report
@@ -71,7 +71,8 @@ def evaluate(
     results; unpersist it when done.
     """
     cfg = as_config(config)
-    if cfg.records and cfg.row_key in RECORD_COLUMNS:
+    metrics: dict[str, MetricResult] = {}
+    if cfg.records and cfg.row_key in record_columns():
         raise ConfigError(f"configuration key row_key: {cfg.row_key} is also the name of a column of records/: "
                           "rename the key column, or set records: false")
     sources = [(role, f) for role, df in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
@@ -89,19 +90,9 @@ def evaluate(
             len(inputs.variables),
             len(inputs.known),
         )
-        metrics = {}
-        with timer.step("column_direct_match_protection"):
-            metrics["column_direct_match_protection"] = column_direct_match.compute(
-                inputs, cfg.targets["column_direct_match_protection"]
-            )
-        with timer.step("knowledge_protection_rate"):
-            metrics["knowledge_protection_rate"] = knowledge.compute(
-                inputs, cfg.targets["knowledge_protection_rate"], keep_records=cfg.records
-            )
-        with timer.step("linkability_protection_rate"):
-            metrics["linkability_protection_rate"] = linkability.compute(spark, inputs, cfg)
-        with timer.step("closest_rate"):
-            metrics["closest_rate"] = closest.compute(spark, inputs, cfg)
+        for metric in declared.REGISTRY:
+            with timer.step(metric.key):
+                metrics[metric.key] = metric.compute(inputs, cfg)
         records = None
         if cfg.records:
             with timer.step("records"):
@@ -135,10 +126,8 @@ def evaluate(
 
 
 # the columns of records/ besides the row key (the key may not take one of these names)
-RECORD_COLUMNS = (
-    "position", "lpr_linked", "lpr_avatar_a", "lpr_avatar_b", "closest_d_wa", "closest_r_wa", "closest_d_ho",
-    "closest_r_ho", "closest_at_risk", "closest_working", "kpr_unique", "kpr_matched",
-)
+def record_columns() -> tuple[str, ...]:
+    return ("position",) + tuple(c for m in declared.REGISTRY for c in m.records)
 
 
 def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> DataFrame:
@@ -152,23 +141,12 @@ def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> Da
         base = inputs.originals.select(ID, F.col(ID).alias("position"))
     else:
         base = inputs.originals.select(ID, F.col(KEY).alias(key))
-    for m in metrics.values():
-        if m.records is not None:
-            base = base.join(m.records, ID, "left")
-    cols = set(base.columns)
-    if "lpr_avatar_a" in cols and key is not None:
-        names = inputs.avatars.select(F.col(ID).alias("__cid"), F.col(KEY).alias("__ckey"))
-        for side in ("lpr_avatar_a", "lpr_avatar_b"):
-            base = (
-                base.join(names, base[side] == names["__cid"], "left")
-                .withColumn(side, F.col("__ckey"))
-                .drop("__cid", "__ckey")
-            )
-    if "kpr_unique" in cols:
-        base = base.fillna(False, subset=["kpr_unique", "kpr_matched"])
-    if "closest_d_wa" in cols:
-        # with the approximate holdout, the holdout half has no closest figures
-        base = base.withColumn("closest_working", F.col("closest_d_wa").isNotNull())
+    for metric in declared.REGISTRY:
+        result = metrics.get(metric.key)
+        if result is not None and result.records is not None:
+            base = base.join(result.records, ID, "left")
+            if metric.finish_records is not None:
+                base = metric.finish_records(base, inputs)
     out = base.orderBy(ID).drop(ID).cache()
     out.count()
     return out

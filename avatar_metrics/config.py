@@ -17,13 +17,6 @@ import yaml
 from .errors import ConfigError
 from .outputs import expand
 
-METRIC_KEYS = (
-    "linkability_protection_rate",
-    "closest_rate",
-    "knowledge_protection_rate",
-    "column_direct_match_protection",
-)
-
 FORMATS = ("parquet", "csv", "delta")
 
 DEFAULTS: dict[str, Any] = {
@@ -37,12 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "linkability_halves": None,
     "seed": 0,
     "quantile": 5,
-    "targets": {
-        "linkability_protection_rate": 90,
-        "closest_rate": 90,
-        "knowledge_protection_rate": 90,
-        "column_direct_match_protection": 50,
-    },
+    "targets": {},  # one per metric, from its declaration (metrics.REGISTRY)
     "output": "out/",
     # write records/ (per-original results, no variable values) next to report.json
     "records": True,
@@ -70,6 +58,22 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class SearchSettings:
+    """What every nearest-neighbour search of a run shares, built once per run."""
+
+    seed: int
+    block_size: int  # candidates shipped to the executors per pass
+    query_partitions: int | None  # repartition the queries (None: as read)
+
+
+def metric_registry():
+    """The metrics' declarations (imported late: the metric modules import this one)."""
+    from . import metrics
+
+    return metrics.REGISTRY
+
+
+@dataclass(frozen=True)
 class Config:
     originals: TableSpec | None
     avatars: TableSpec | None
@@ -86,8 +90,15 @@ class Config:
     records: bool
     spark_master: str
     spark_conf: Mapping[str, str]
-    block_size: int
-    query_partitions: int | None
+    search: SearchSettings
+
+    @property
+    def block_size(self) -> int:
+        return self.search.block_size
+
+    @property
+    def query_partitions(self) -> int | None:
+        return self.search.query_partitions
 
     def tables(self) -> list[tuple[str, TableSpec]]:
         """(role, spec) of the input tables given, originals first."""
@@ -272,13 +283,15 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         raise ConfigError(f"the configuration must be a mapping of keys, not {type(data).__name__}")
     _check_keys(data, DEFAULTS, "")
     merged = copy.deepcopy(DEFAULTS)
+    registry = metric_registry()
+    merged["targets"] = {m.key: m.target for m in registry}
     for k, v in data.items():
         if k in ("targets", "spark", "search"):
             if v is None:
                 continue
             if not isinstance(v, Mapping):
                 raise ConfigError(f"configuration key {k} must be a mapping")
-            _check_keys(v, DEFAULTS[k], k)
+            _check_keys(v, merged[k], k)
             merged[k].update(v)
         else:
             merged[k] = v
@@ -303,7 +316,8 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     seed = merged["seed"]
     _number(seed, "seed", 0, 2**63 - 1, integer=True)
     quantile = float(_number(merged["quantile"], "quantile", 0, 100))
-    targets = {k: float(_number(merged["targets"][k], f"targets.{k}", 0, 100)) for k in METRIC_KEYS}
+    targets = {m.key: float(_number(merged["targets"][m.key], f"targets.{m.key}", *m.target_range()))
+               for m in registry}
     output = merged["output"]
     if not isinstance(output, str) or not output.strip():
         raise ConfigError("configuration key output must be a directory path")
@@ -337,8 +351,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         records=merged["records"],
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
-        block_size=block,
-        query_partitions=qp,
+        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp),
     )
 
 

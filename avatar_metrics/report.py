@@ -11,15 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import METRIC_KEYS
 from .outputs import check_destination, destination, locked, publish, write_atomic
 
-TITLES = {
-    "linkability_protection_rate": "Linkability Protection Rate",
-    "closest_rate": "Closest Rate",
-    "knowledge_protection_rate": "Knowledge Protection Rate",
-    "column_direct_match_protection": "Column Direct Match Protection",
-}
+def _registry():
+    from . import metrics  # late: the metric modules import this one
+
+    return metrics.REGISTRY
 
 
 @dataclass
@@ -71,7 +68,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "metrics": {k: self.metrics[k].to_dict() for k in METRIC_KEYS},
+            "metrics": {m.key: self.metrics[m.key].to_dict() for m in _registry()},
             "inputs": _jsonable(self.inputs),
             "seed": self.seed,
             "versions": dict(self.versions),
@@ -82,20 +79,26 @@ class Report:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def missed_targets(self) -> list[str]:
-        return [k for k in METRIC_KEYS if self.metrics[k].passed is False]
+        return [m.key for m in _registry() if self.metrics[m.key].passed is False]
 
     def summary(self) -> str:
         """A short table for the console."""
         lines = [f"{'metric':<32} {'value':>8} {'target':>7}  result"]
-        for k in METRIC_KEYS:
-            m = self.metrics[k]
+        for metric in _registry():
+            m = self.metrics[metric.key]
             if m.computed:
                 verdict = "met" if m.passed else "MISSED"
-                lines.append(f"{TITLES[k]:<32} {m.value:>8.2f} {m.target:>7g}  {verdict}")
+                lines.append(f"{metric.title:<32} {metric.show(m.value):>8} {m.target:>7g}  {verdict}")
             else:
-                lines.append(f"{TITLES[k]:<32} {'-':>8} {m.target:>7g}  not computed: {m.reason}")
+                lines.append(f"{metric.title:<32} {'-':>8} {m.target:>7g}  not computed: {m.reason}")
         return "\n".join(lines)
 
+
+    def html(self) -> str:
+        """report.html's page, as a string (``displayHTML`` it in a notebook)."""
+        from .html import render
+
+        return render(self.to_dict())
 
     def write(self, path: str | Path) -> Path:
         """Write report.json, report.html and records/ into the folder ``path``.
@@ -105,8 +108,6 @@ class Report:
         an input; the outputs are built beside it and moved into place whole.
         Returns the folder.
         """
-        from .html import render
-
         dest = destination(str(path), "output")
         check_destination(dest, self.sources, "output")
         with locked(dest, "output"):
@@ -118,7 +119,7 @@ class Report:
                 if self.records is not None:
                     self.records.write.parquet(str(stage / "records"))
                     names.append("records")
-                write_atomic(stage / "report.html", render(self.to_dict()))
+                write_atomic(stage / "report.html", self.html())
                 write_atomic(stage / "report.json", self.to_json() + "\n")
                 return names + ["report.html", "report.json"]
 

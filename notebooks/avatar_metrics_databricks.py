@@ -15,6 +15,7 @@ dbutils.widgets.text("originals", "main.health.patients")  # noqa: F821 - Databr
 dbutils.widgets.text("avatars", "main.health.patients_avatars")  # noqa: F821
 dbutils.widgets.text("holdout", "")  # noqa: F821
 dbutils.widgets.text("known_variables", "age,sex,zip")  # noqa: F821
+dbutils.widgets.text("output", "")  # noqa: F821 - a folder such as /dbfs/avatar-metrics/run-1 (empty: none)
 
 # COMMAND ----------
 
@@ -39,10 +40,16 @@ print(report.summary())
 
 # COMMAND ----------
 
-# The report as JSON (the same as report.json of the command line)
-import json
+# The page of the command line's report.html, in the notebook
+displayHTML(report.html())  # noqa: F821
 
-print(json.dumps(report.to_dict(), indent=2))
+# COMMAND ----------
+
+# report.json, report.html and records/ where the widget says (the same safety
+# rules as the command line: a new or empty folder, or an earlier report's)
+output = dbutils.widgets.get("output")  # noqa: F821
+if output:
+    print("written to", report.write(output))
 
 # COMMAND ----------
 

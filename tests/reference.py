@@ -3,6 +3,20 @@
 Pure Python/numpy, record by record, no Spark and no code of the package: the
 engine must match these bit for bit. Tables are pandas DataFrames whose row i
 has id i (positional alignment), unless ids are given.
+
+Where this follows the spec (``shared/spec/METRICS.md``) word for word: the
+Gower distance (terms in the order of V, float64, nulls), top-2 with ties,
+LPR, Closest Rate (midpoint percentiles, at-risk rule), KPR (U, bins, B1, S),
+CDMP. Where it pins this project's own choices, which the spec leaves open:
+- the tie key's hash (splitmix64 finaliser, BLAKE2b of the search name,
+  ``tie_key`` below) and the search names ("linkability/A", "closest/avatars",
+  ...); the approximate holdout's split key (``working_half``, search name
+  "holdout-split", candidate id 0, ties by id);
+- KPR's mean and standard deviation: the exact mean rounded once, the sample
+  standard deviation from the exact sum of float64 squared deviations (scaled
+  by a power of two when a square would overflow), and a bin index past
+  float64's range kept as the (infinite) quotient;
+- the Linkability halves' shuffle is tested through ``split_known`` itself.
 """
 
 from __future__ import annotations
@@ -219,3 +233,4 @@ def closest(O, A, H, kinds, q=5, seed=0):
         "holdout_closest_distances_ratio": midpoint([r for r in r_ho if r is not None], 50),
         "per_record": list(zip(ids[0], d_wa, r_wa, d_ho, r_ho)),
     }
+

@@ -8,7 +8,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from avatar_metrics.html import _fmt, render
+from avatar_metrics.html import render
+from avatar_metrics.plots import fmt as _fmt
 
 PLOTS = ["plot-distance", "plot-ratio", "plot-distance-ratio", "plot-cdmp", "plot-linkability", "plot-knowledge"]
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from avatar_metrics.config import as_config
+from avatar_metrics.config import SearchSettings, as_config
 from avatar_metrics.engine.search import nearest
 from avatar_metrics.schema import Variable, ranges_of
 from avatar_metrics.io import ID
@@ -42,8 +42,8 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         names = SUBSETS[subset]
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
-        res = nearest(inputs.originals, inputs.avatars, variables, ranges, search_name=f"test/{subset}", seed=5,
-                      block_size=block_size, query_partitions=query_partitions)
+        res = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
+                      search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions))
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
     finally:

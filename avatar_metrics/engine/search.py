@@ -27,6 +27,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..config import SearchSettings
 from ..io import ID, col
 from ..kernels.gower import NO_KEY, Space, State, search_salt
 from ..kernels.index import CandidateIndex
@@ -133,29 +134,28 @@ def nearest(
     variables: Sequence[Variable],
     ranges: np.ndarray,
     *,
-    search_name: str,
-    seed: int,
-    block_size: int,
+    name: str,
+    search: SearchSettings,
     n_candidates: int | None = None,
-    query_partitions: int | None = None,
 ) -> DataFrame:
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
 
-    ``queries`` and ``candidates`` have the ``ID`` column and the variables.
-    Runs one Spark job per ``CHAIN`` candidate blocks; the returned DataFrame
-    is cached (the caller unpersists it). The result is the same whatever the
-    number and order of the blocks.
+    ``queries`` and ``candidates`` have the ``ID`` column and the variables;
+    ``name`` names the search in the tie keys (spec: "Randomness"). Runs one
+    Spark job per ``CHAIN`` candidate blocks; the returned DataFrame is cached
+    (the caller unpersists it). The result is the same whatever the number
+    and order of the blocks.
     """
     variables = list(variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
-    salt = search_salt(seed, search_name)
+    salt = search_salt(search.seed, name)
     q = _select(queries, variables)
-    if query_partitions:
-        q = q.repartition(query_partitions, ID)
+    if search.query_partitions:
+        q = q.repartition(search.query_partitions, ID)
     c = _select(candidates, variables)
     if n_candidates is None:
         n_candidates = c.count()
-    n_blocks = max(1, math.ceil(n_candidates / block_size))
+    n_blocks = max(1, math.ceil(n_candidates / search.block_size))
     c = c.withColumn("__am_block", F.pmod(F.xxhash64(F.col(ID)), F.lit(n_blocks)))
     if n_blocks > 1:
         c = c.cache()
@@ -195,13 +195,13 @@ def nearest(
             log.info(
                 "search %s: block %d of %d done, %d of %d candidates, %.1f s so far, "
                 "%.0f candidates/s, about %.0f s left",
-                search_name, last, n_blocks, done, n_candidates, elapsed, rate, max(0.0, left),
+                name, last, n_blocks, done, n_candidates, elapsed, rate, max(0.0, left),
             )
     finally:
         if n_blocks > 1:
             c.unpersist()
     if not chains:
-        raise ValueError(f"search {search_name}: no candidates")
+        raise ValueError(f"search {name}: no candidates")
     if len(chains) == 1:
         return chains[0]
     union = chains[0]

@@ -1,1 +1,15 @@
-"""One module per metric, each reading like its section of the spec."""
+"""One module per metric, each reading like its section of the spec and
+declaring all that is known about it (``base.Metric``). ``REGISTRY`` lists them
+in the order of the report; everything else reads them from here."""
+
+from . import closest, column_direct_match, knowledge, linkability
+from .base import Metric
+
+REGISTRY: tuple[Metric, ...] = (
+    linkability.METRIC,
+    closest.METRIC,
+    knowledge.METRIC,
+    column_direct_match.METRIC,
+)
+BY_KEY = {m.key: m for m in REGISTRY}
+KEYS = tuple(BY_KEY)

@@ -11,7 +11,9 @@ Closest Rate = 100 * (1 - at risk / n), n = WO records with a ratio r^WA.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
@@ -19,9 +21,12 @@ from ..engine.aggregate import histogram2d, histograms, midpoint_percentiles
 from ..engine.search import nearest
 from ..engine.split import working_ids
 from ..io import ID
+from ..plots import figure, heatmap_svg, histogram_svg
 from ..report import MetricResult
-from ..schema import Inputs, Variable, ranges_of, table_stats
+from ..schema import Inputs, TableStats, Variable, ranges_of, table_stats
+from .base import Metric
 
+KEY_NAME = "closest_rate"
 SEARCHES = ("closest/avatars", "closest/holdout")
 
 
@@ -55,12 +60,35 @@ def _histograms(rec: DataFrame) -> dict:
     }
 
 
-def references(inputs: Inputs, cfg: Config):
-    """(reference name, WO, WA, HO, their sizes, stats of the three, cached frames)."""
+@dataclass
+class Reference:
+    """The tables the Closest Rate compares: WO against WA and against HO."""
+
+    name: str  # "holdout" | "approximate_holdout"
+    wo: DataFrame
+    wa: DataFrame
+    ho: DataFrame
+    n_wo: int
+    n_wa: int
+    n_ho: int
+    stats: list[TableStats]  # whose union covers WO, WA and HO (the ranges)
+    cached: list[DataFrame] = field(default_factory=list)  # to unpersist when done
+
+    def sizes(self) -> dict:
+        return {"reference": self.name, "working_originals": self.n_wo, "working_avatars": self.n_wa,
+                "holdout_records": self.n_ho}
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+
+def references(inputs: Inputs, cfg: Config) -> Reference:
+    """The holdout when given, else the seeded approximate holdout."""
     if inputs.holdout is not None:
         stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
-        sizes = (inputs.n_originals, inputs.n_avatars, inputs.n_holdout)
-        return "holdout", inputs.originals, inputs.avatars, inputs.holdout, sizes, stats, []
+        return Reference("holdout", inputs.originals, inputs.avatars, inputs.holdout,
+                         inputs.n_originals, inputs.n_avatars, inputs.n_holdout, stats)
     n = inputs.n_originals
     ids = working_ids(inputs.originals, n, cfg.seed)
     wo = inputs.originals.join(ids, ID, "left_semi")
@@ -69,31 +97,28 @@ def references(inputs: Inputs, cfg: Config):
     n_wo = (n + 1) // 2
     wa_stats = table_stats(wa, inputs.variables)
     stats = [inputs.stats["originals"], wa_stats]  # WO and HO together are O
-    return "approximate_holdout", wo, wa, ho, (n_wo, wa_stats.rows, n - n_wo), stats, [ids]
+    return Reference("approximate_holdout", wo, wa, ho, n_wo, wa_stats.rows, n - n_wo, stats, [ids])
 
 
-def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
-    target = cfg.targets["closest_rate"]
-    reference, wo, wa, ho, (n_wo, n_wa, n_ho), stats, cached = references(inputs, cfg)
-    sizes = {"reference": reference, "working_originals": n_wo, "working_avatars": n_wa, "holdout_records": n_ho}
-    if n_wa < 2 or n_ho < 2:
-        for df in cached:
-            df.unpersist()
+def compute(inputs: Inputs, cfg: Config) -> MetricResult:
+    target = cfg.targets[KEY_NAME]
+    ref = references(inputs, cfg)
+    sizes = ref.sizes()
+    if ref.n_wa < 2 or ref.n_ho < 2:
+        ref.release()
         return MetricResult.not_computed(
             target,
-            f"needs at least two records in the avatars compared ({n_wa}) and in the holdout reference ({n_ho})",
+            f"needs at least two records in the avatars compared ({ref.n_wa}) and in the holdout reference ({ref.n_ho})",
             sizes,
         )
     variables = [Variable(v, k) for v, k in inputs.variables.items()]
-    ranges = ranges_of(stats, variables)
+    ranges = ranges_of(ref.stats, variables)
     results = []
     rec = records = None
     try:
-        for name, candidates, count in zip(SEARCHES, (wa, ho), (n_wa, n_ho)):
-            results.append(
-                nearest(wo, candidates, variables, ranges, search_name=name, seed=cfg.seed,
-                        block_size=cfg.block_size, n_candidates=count, query_partitions=cfg.query_partitions)
-            )
+        for name, candidates, count in zip(SEARCHES, (ref.wa, ref.ho), (ref.n_wa, ref.n_ho)):
+            results.append(nearest(ref.wo, candidates, variables, ranges, name=name, search=cfg.search,
+                                   n_candidates=count))
         rec = per_record(*results).cache()
         q = cfg.quantile
         (tau_d, med_d_ho), _ = midpoint_percentiles(rec, "d_ho", [q, 50])
@@ -133,10 +158,54 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
             ).cache()
             records.count()
     finally:
-        for df in [rec, *results, *cached]:
+        for df in [rec, *results]:
             if df is not None:
                 df.unpersist()
+        ref.release()
     details["at_risk"] = at_risk
     result = MetricResult.ok(100.0 * (1.0 - at_risk / n), target, details)
     result.records = records
     return result
+
+
+def reading(m: dict) -> str:
+    d = m["details"]
+    return (f"{m['value']:.2f}% of the originals have avatars no closer to them than records never seen by the "
+            f"generator are ({d['at_risk']} of {d['n']} at risk, against the {d['reference'].replace('_', ' ')}).")
+
+
+def figures(m: dict) -> list[str]:
+    d = m["details"]
+    if "histograms" not in d:
+        return []
+    hs = d["histograms"]
+    return [
+        figure(histogram_svg("plot-distance", hs["distance"], "distance to the closest record (d1)", d["tau_d"], "tau_d"),
+               "Distance of each original to its closest avatar and to its closest holdout record; tau_d is the "
+               "holdout's q-th percentile."),
+        figure(histogram_svg("plot-ratio", hs["ratio"], "closest distances ratio (d1/d2)", d["tau_r"], "tau_r"),
+               "Ratio of the closest to the second-closest distance; tau_r is the holdout's q-th percentile."),
+        figure(heatmap_svg("plot-distance-ratio", hs["distance_ratio"], d["tau_d"], d["tau_r"]),
+               f"Originals by distance and ratio against the avatars; the shaded corner holds the {d['at_risk']} "
+               "originals at risk."),
+    ]
+
+
+def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
+    # with the approximate holdout, the holdout half has no closest figures
+    return records.withColumn("closest_working", F.col("closest_d_wa").isNotNull())
+
+
+METRIC = Metric(
+    key=KEY_NAME,
+    title="Closest Rate",
+    target=90,
+    compute=compute,
+    reading=reading,
+    advice=("Increase k in the avatar generation: it moves avatars away from their originals and makes "
+            "an original/avatar pair harder to tell apart from the other avatars."),
+    needs=frozenset({"holdout or alignment"}),
+    records=("closest_d_wa", "closest_r_wa", "closest_d_ho", "closest_r_ho", "closest_at_risk", "closest_working"),
+    finish_records=finish_records,
+    figures=figures,
+)

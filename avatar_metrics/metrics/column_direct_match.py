@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
+from ..config import Config
 from ..io import ID, col
+from ..plots import bars_svg, figure
 from ..report import MetricResult
 from ..schema import Inputs
+from .base import Metric
+
+KEY_NAME = "column_direct_match_protection"
 
 
 def protection(m: int, u: int, n: int) -> float:
@@ -20,7 +25,8 @@ def protection(m: int, u: int, n: int) -> float:
     return 100.0 * (1.0 - (m * u) / (n * n))
 
 
-def compute(inputs: Inputs, target: float) -> MetricResult:
+def compute(inputs: Inputs, cfg: Config) -> MetricResult:
+    target = cfg.targets[KEY_NAME]
     names = inputs.names
     n = inputs.n_originals
     o = inputs.originals.select(ID, *[col(c).alias(f"o{i}") for i, c in enumerate(names)])
@@ -52,3 +58,29 @@ def compute(inputs: Inputs, target: float) -> MetricResult:
         target,
         {"columns": columns, "under_target": under, "counts": counts, "n": n},
     )
+
+
+def reading(m: dict) -> str:
+    d, v = m["details"], m["value"]
+    worst = d["under_target"][0] if d["under_target"] else min(d["columns"], key=d["columns"].get)
+    return (f"The most revealing column, {worst}, keeps {v:.2f}% protection against direct matches; "
+            f"{len(d['under_target'])} column(s) are under the target.")
+
+
+def figures(m: dict) -> list[str]:
+    cols = sorted(m["details"]["columns"].items(), key=lambda kv: kv[1])
+    return [figure(bars_svg("plot-cdmp", cols, 100.0, m["target"], "P_c, percent"),
+                   "Column Direct Match Protection of each column, most revealing first.")]
+
+
+METRIC = Metric(
+    key=KEY_NAME,
+    title="Column Direct Match Protection",
+    target=50,
+    compute=compute,
+    reading=reading,
+    advice=("A column copies original values row by row: make sure no identifier or quasi-identifier "
+            "is left in the avatars, and that every column goes through the anonymization."),
+    needs=frozenset({"alignment"}),
+    figures=figures,
+)

@@ -22,8 +22,13 @@ from pyspark.sql import functions as F
 from ..engine.aggregate import exact_sums
 from ..io import ID, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
+from ..config import Config
+from ..plots import bars_svg, figure
 from ..report import MetricResult
 from ..schema import Inputs
+from .base import Metric
+
+KEY_NAME = "knowledge_protection_rate"
 
 
 BIG = 2.0**52  # from here on every float64 is an integer
@@ -75,7 +80,9 @@ def unique_profiles(df: DataFrame, cols) -> DataFrame:
     return df.groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"), F.min(ID).alias(ID)).filter("__c = 1").drop("__c")
 
 
-def compute(inputs: Inputs, target: float, keep_records: bool = False) -> MetricResult:
+def compute(inputs: Inputs, cfg: Config) -> MetricResult:
+    target = cfg.targets[KEY_NAME]
+    keep_records = cfg.records
     known = list(inputs.known)
     if not known:
         return MetricResult.not_computed(target, "no known variables: set known_variables in the configuration")
@@ -143,3 +150,36 @@ def compute(inputs: Inputs, target: float, keep_records: bool = False) -> Metric
     )
     result.records = records
     return result
+
+
+def reading(m: dict) -> str:
+    d = m["details"]
+    return (f"{m['value']:.2f}% of the originals cannot be singled out by their known variables: "
+            f"{d['matched']} of {d['n']} have a unique profile that matches a unique avatar.")
+
+
+def figures(m: dict) -> list[str]:
+    d = m["details"]
+    bars = bars_svg("plot-knowledge", [("originals", d["n"]), ("unique profiles", d["unique_originals"]),
+                                       ("matched", d["matched"])], max(d["n"], 1), None, "originals")
+    return [figure(bars, "Originals, those with a unique profile on the known variables, and those matched "
+                         "by a unique avatar.")]
+
+
+def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
+    return records.fillna(False, subset=["kpr_unique", "kpr_matched"])
+
+
+METRIC = Metric(
+    key=KEY_NAME,
+    title="Knowledge Protection Rate",
+    target=90,
+    compute=compute,
+    reading=reading,
+    advice=("Increase k, and remove or coarsen the known variables that single people out "
+            "(exact ages, rare categories): fewer unique profiles, fewer unique matches."),
+    needs=frozenset({"known"}),
+    records=("kpr_unique", "kpr_matched"),
+    finish_records=finish_records,
+    figures=figures,
+)

@@ -10,15 +10,19 @@ LPR = 100 * (1 - linked / n).
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.search import nearest
-from ..io import ID
+from ..io import ID, KEY
 from ..kernels.keyed import shuffle_key
+from ..plots import bars_svg, figure
 from ..report import MetricResult
 from ..schema import Inputs, Variable, ranges_of
+from .base import Metric
+
+KEY_NAME = "linkability_protection_rate"
 
 SEARCHES = ("linkability/A", "linkability/B")
 
@@ -30,8 +34,8 @@ def split_known(known, seed: int) -> tuple[list[str], list[str]]:
     return shuffled[:cut], shuffled[cut:]
 
 
-def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
-    target = cfg.targets["linkability_protection_rate"]
+def compute(inputs: Inputs, cfg: Config) -> MetricResult:
+    target = cfg.targets[KEY_NAME]
     if cfg.linkability_halves:
         halves = [list(cfg.linkability_halves[0]), list(cfg.linkability_halves[1])]
         how = "configured"
@@ -50,17 +54,8 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
     try:
         for name, half in zip(SEARCHES, halves):
             variables = [Variable(v, inputs.variables[v]) for v in half]
-            res = nearest(
-                inputs.originals,
-                inputs.avatars,
-                variables,
-                ranges_of(stats, variables),
-                search_name=name,
-                seed=cfg.seed,
-                block_size=cfg.block_size,
-                n_candidates=inputs.n_avatars,
-                query_partitions=cfg.query_partitions,
-            )
+            res = nearest(inputs.originals, inputs.avatars, variables, ranges_of(stats, variables),
+                          name=name, search=cfg.search, n_candidates=inputs.n_avatars)
             results.append(res)
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))
@@ -100,3 +95,45 @@ def compute(spark: SparkSession, inputs: Inputs, cfg: Config) -> MetricResult:
     )
     result.records = records
     return result
+
+
+def reading(m: dict) -> str:
+    d = m["details"]
+    return (f"{m['value']:.2f}% of the originals are not linked to the same avatar from two halves of the "
+            f"attacker's knowledge ({d['linked']} of {d['n']} are).")
+
+
+def figures(m: dict) -> list[str]:
+    d = m["details"]
+    bars = bars_svg("plot-linkability", [("linked", d["linked"]), ("not linked", d["n"] - d["linked"])],
+                    max(d["n"], 1), None, "originals")
+    return [figure(bars, "Originals linked to the same avatar from both halves of the known variables.")]
+
+
+def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
+    """With a row key, the chosen avatars are named by their key, not their internal id."""
+    if inputs.row_key is None:
+        return records
+    names = inputs.avatars.select(F.col(ID).alias("__am_cid"), F.col(KEY).alias("__am_ckey"))
+    for side in ("lpr_avatar_a", "lpr_avatar_b"):
+        records = (
+            records.join(names, records[side] == names["__am_cid"], "left")
+            .withColumn(side, F.col("__am_ckey"))
+            .drop("__am_cid", "__am_ckey")
+        )
+    return records
+
+
+METRIC = Metric(
+    key=KEY_NAME,
+    title="Linkability Protection Rate",
+    target=90,
+    compute=compute,
+    reading=reading,
+    advice=("Increase k, the number of neighbours each avatar is made from: avatars blended from more "
+            "individuals cannot be linked back through two separate sources."),
+    needs=frozenset({"known"}),
+    records=("lpr_linked", "lpr_avatar_a", "lpr_avatar_b"),
+    finish_records=finish_records,
+    figures=figures,
+)

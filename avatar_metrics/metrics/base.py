@@ -1,0 +1,44 @@
+"""What a metric declares about itself: the one place the rest of the job reads.
+
+Adding a metric is one module that builds a ``Metric`` and is listed in
+``metrics.REGISTRY``: the configuration's ``targets``, ``evaluate``, the report,
+the console summary, records/ and report.html all read it from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ..config import Config
+    from ..report import MetricResult
+    from ..schema import Inputs
+
+PERCENT = "percent"  # a value in [0, 100], met when at least the target
+COUNT = "count"  # a count (a median, say), met when at least the target
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # the report.json / targets key (a contract: never renamed)
+    title: str
+    target: float  # the default target
+    compute: Callable[["Inputs", "Config"], "MetricResult"]
+    reading: Callable[[dict], str]  # one sentence in plain words, from the metric's report entry
+    advice: str  # what to change when the target is missed
+    unit: str = PERCENT
+    needs: frozenset = frozenset()  # of "known", "alignment", "holdout" (documentation and the page)
+    records: tuple[str, ...] = ()  # the columns it adds to records/ (one row per original)
+    # per-original columns finished once every metric's are joined (keys for ids, defaults)
+    finish_records: Callable[["DataFrame", "Inputs"], "DataFrame"] | None = None
+    figures: Callable[[dict], list[str]] = field(default=lambda m: [])  # HTML <figure>s for the page
+
+    def target_range(self) -> tuple[float, float]:
+        return (0.0, 100.0) if self.unit == PERCENT else (0.0, 1e12)
+
+    def show(self, value: Any) -> str:
+        """The value as the summary shows it."""
+        return f"{value:.2f}" if self.unit == PERCENT else f"{value:g}"
