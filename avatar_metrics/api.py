@@ -63,7 +63,7 @@ def evaluate(
     holdout: DataFrame | None = None,
     config: Config | Mapping[str, Any] | None = None,
 ) -> Report:
-    """Compute the four metrics; see ``shared/spec/METRICS.md``.
+    """Compute every metric of the registry; see ``shared/spec/METRICS.md``.
 
     ``config`` is a ``Config`` or a mapping of the configuration keys (the
     input paths and ``output`` are not needed here). With ``records`` on (the
@@ -116,6 +116,7 @@ def evaluate(
             "known_variables": list(inputs.known),
             "row_key": inputs.row_key,
             "reference": cr.get("reference"),
+            "avatars_aligned": inputs.aligned,
         },
         seed=cfg.seed,
         versions=versions(spark),

@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "output": "out/",
     # write records/ (per-original results, no variable values) next to report.json
     "records": True,
+    # false: synthetic data with no link to the originals (any number of records)
+    "avatars_aligned": True,
     "spark": {"master": "local[*]", "conf": {}},
     # Additions to the interface (documented in conf/template.yaml):
     "search": {
@@ -88,6 +90,7 @@ class Config:
     targets: Mapping[str, float]
     output: str
     records: bool
+    avatars_aligned: bool
     spark_master: str
     spark_conf: Mapping[str, str]
     search: SearchSettings
@@ -127,6 +130,7 @@ class Config:
             "targets": dict(self.targets),
             "output": self.output,
             "records": self.records,
+            "avatars_aligned": self.avatars_aligned,
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
         }
@@ -322,8 +326,9 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     if not isinstance(output, str) or not output.strip():
         raise ConfigError("configuration key output must be a directory path")
     output = expand(output)
-    if not isinstance(merged["records"], bool):
-        raise ConfigError("configuration key records must be true or false")
+    for flag in ("records", "avatars_aligned"):
+        if not isinstance(merged[flag], bool):
+            raise ConfigError(f"configuration key {flag} must be true or false")
     master = merged["spark"]["master"]
     if not isinstance(master, str) or not master:
         raise ConfigError("configuration key spark.master must be a Spark master URL such as local[*]")
@@ -349,6 +354,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         targets=targets,
         output=output,
         records=merged["records"],
+        avatars_aligned=merged["avatars_aligned"],
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
         search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp),

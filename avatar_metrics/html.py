@@ -54,6 +54,7 @@ def _facts(report: dict) -> list[str]:
     facts = [("originals", inp["originals_rows"]), ("avatars", inp["avatars_rows"]),
              ("holdout", inp["holdout_rows"] if inp["holdout_rows"] is not None else "none"),
              ("reference", inp.get("reference")), ("row key", inp.get("row_key") or "input order"),
+             ("avatars aligned", "yes" if inp.get("avatars_aligned", True) else "no: no link to the originals"),
              ("known variables", ", ".join(inp["known_variables"]) or "none"),
              ("linkability halves", " | ".join(", ".join(h) for h in halves) or "—"),
              ("seed", report["seed"])]

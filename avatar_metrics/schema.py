@@ -90,6 +90,8 @@ class Inputs:
     n_holdout: int | None
     row_key: str | None
     stats: dict[str, TableStats] = field(default_factory=dict)  # per table role
+    aligned: bool = True  # avatar i made from original i (configuration key avatars_aligned)
+    shared: dict = field(default_factory=dict)  # cached frames several metrics share (released with the inputs)
 
     @property
     def names(self) -> list[str]:
@@ -312,18 +314,22 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         if stats["originals"][c].non_null == 0 and stats["avatars"][c].non_null == 0:
             _fail(f"column {c} is null in every record of originals and avatars: it carries nothing to compare; list it under exclude")
 
-    if cfg.row_key is not None:
+    if not cfg.avatars_aligned:
+        pass  # synthetic data with no link: any number of records, any keys
+    elif cfg.row_key is not None:
         o_ids = tables["originals"].select(ID)
         a_ids = tables["avatars"].select(ID)
         missing = o_ids.join(a_ids, ID, "left_anti").limit(1).count()
         extra = a_ids.join(o_ids, ID, "left_anti").limit(1).count()
         if missing or extra:
             side = "some originals have no avatar" if missing else "some avatars have no original"
-            _fail(f"avatars: the row key {cfg.row_key} values differ from the originals' ({side}): both tables need the same key set")
+            _fail(f"avatars: the row key {cfg.row_key} values differ from the originals' ({side}): both tables need "
+                  "the same key set, or set avatars_aligned: false for synthetic data with no link to the originals")
     elif n_o != n_a:
         _fail(
             f"avatars: {n_a} records against {n_o} originals: avatars are aligned with originals row by row, "
-            "so both tables need the same number of records (or a row_key)"
+            "so both tables need the same number of records (or a row_key); for synthetic data with no link to "
+            "the originals, set avatars_aligned: false"
         )
 
     return Inputs(
@@ -337,9 +343,11 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         n_holdout=stats["holdout"].rows if "holdout" in stats else None,
         row_key=cfg.row_key,
         stats=stats,
+        aligned=cfg.avatars_aligned,
     )
 
 
 def release(inputs: Inputs) -> None:
-    for _, df in inputs.tables():
+    for df in [df for _, df in inputs.tables()] + list(inputs.shared.values()):
         df.unpersist()
+    inputs.shared.clear()

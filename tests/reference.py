@@ -234,3 +234,48 @@ def closest(O, A, H, kinds, q=5, seed=0):
         "per_record": list(zip(ids[0], d_wa, r_wa, d_ho, r_ho)),
     }
 
+
+# ------------------------------------------------------------------ beyond the seeds
+
+
+def _all_ranges(O, A, variables, kinds):
+    return {v: column_range([O, A], v) for v in variables if kinds[v] == "numeric"}
+
+
+def hidden_rate(O, A, kinds, seed):
+    """Hits: original i's nearest avatar (search "hidden_rate", ties by the keyed hash) is avatar i."""
+    variables = list(kinds)
+    res = nearest(O, A, variables, kinds, _all_ranges(O, A, variables, kinds), seed, "hidden_rate")
+    hits = sum(1 for i, r in enumerate(res) if r[3] == i)
+    return 100.0 * (1.0 - hits / len(O)), hits, [r[3] == i for i, r in enumerate(res)]
+
+
+def local_cloaking(O, A, kinds):
+    """(median, uncloaked percent, LC_i list): LC_i = #{j != i : G(x_i, a_j) <= G(x_i, a_i)}."""
+    variables = list(kinds)
+    ranges = _all_ranges(O, A, variables, kinds)
+    orecs, arecs = O.to_dict("records"), A.to_dict("records")
+    lc = []
+    for i, x in enumerate(orecs):
+        own = gower(x, arecs[i], variables, kinds, ranges)
+        lc.append(sum(1 for j, y in enumerate(arecs) if j != i and gower(x, y, variables, kinds, ranges) <= own))
+    return midpoint(lc, 50), 100.0 * sum(1 for c in lc if c == 0) / len(lc), lc
+
+
+def row_direct_match(O, A, variables, kinds):
+    """(RDMP, present): originals equal to some avatar on every variable (null = null, -0.0 = 0.0)."""
+    def key(rec):
+        out = []
+        for v in variables:
+            x = rec[v]
+            if is_null(x):
+                out.append(("null",))
+            elif kinds[v] == "numeric":
+                out.append(("num", float(x) + 0.0))  # -0.0 + 0.0 is 0.0
+            else:
+                out.append(("cat", x))
+        return tuple(out)
+
+    avatars = {key(r) for r in A.to_dict("records")}
+    present = sum(1 for r in O.to_dict("records") if key(r) in avatars)
+    return 100.0 * (1.0 - present / len(O)), present

@@ -15,7 +15,8 @@ from avatar_metrics.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "conf" / "example.yaml"
-METRICS = ["linkability_protection_rate", "closest_rate", "knowledge_protection_rate", "column_direct_match_protection"]
+METRICS = ["linkability_protection_rate", "closest_rate", "knowledge_protection_rate", "column_direct_match_protection",
+           "hidden_rate", "local_cloaking", "row_direct_match_protection"]
 
 
 def env():
@@ -32,7 +33,7 @@ def check_report(path: Path):
     for m in rep["metrics"].values():
         assert set(m) == {"value", "target", "passed", "computed", "reason", "details"}
         if m["computed"]:
-            assert 0 <= m["value"] <= 100 and m["passed"] == (m["value"] >= m["target"]) and m["reason"] is None
+            assert 0 <= m["value"] and m["passed"] == (m["value"] >= m["target"]) and m["reason"] is None
         else:
             assert m["value"] is None and m["passed"] is None and m["reason"]
     assert rep["inputs"]["originals_rows"] == 3000 and rep["inputs"]["holdout_rows"] == 3000
@@ -64,6 +65,8 @@ def test_console_script_end_to_end(tmp_path):
     assert int(records.lpr_linked.sum()) == rep["metrics"]["linkability_protection_rate"]["details"]["linked"]
     assert int(records.closest_at_risk.sum()) == rep["metrics"]["closest_rate"]["details"]["at_risk"]
     assert int(records.kpr_matched.sum()) == rep["metrics"]["knowledge_protection_rate"]["details"]["matched"]
+    assert int(records.hidden_hit.sum()) == rep["metrics"]["hidden_rate"]["details"]["hits"]
+    assert float(records.local_cloaking.median()) == rep["metrics"]["local_cloaking"]["value"]
     O, A, kinds = example_reference()
     value, cols = ref.column_direct_match(O, A, list(O.columns))
     assert rep["metrics"]["column_direct_match_protection"]["value"] == value

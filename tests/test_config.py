@@ -17,7 +17,11 @@ def test_defaults_follow_the_interface():
         "closest_rate": 90,
         "knowledge_protection_rate": 90,
         "column_direct_match_protection": 50,
+        "hidden_rate": 90,
+        "local_cloaking": 5,
+        "row_direct_match_protection": 90,
     }
+    assert cfg.avatars_aligned is True
     assert cfg.spark_master == "local[*]" and cfg.output == "out/"
 
 

@@ -11,7 +11,8 @@ import pytest
 from avatar_metrics.html import render
 from avatar_metrics.plots import fmt as _fmt
 
-PLOTS = ["plot-distance", "plot-ratio", "plot-distance-ratio", "plot-cdmp", "plot-linkability", "plot-knowledge"]
+PLOTS = ["plot-distance", "plot-ratio", "plot-distance-ratio", "plot-cdmp", "plot-linkability", "plot-knowledge",
+         "plot-hidden-rate", "plot-local-cloaking", "plot-row-direct-match"]
 
 
 class Page(HTMLParser):

@@ -183,3 +183,65 @@ def test_index_equals_plain_kernel_on_random_layouts(seed):
     both = index_search(Q, qids, C[half:], cids[half:], space, salt, first)
     for f in ("d1", "d2", "n1", "cid", "key"):
         assert np.array_equal(getattr(both, f), getattr(plain, f)), f
+
+
+# ------------------------------------------------------------------ counts within a radius
+
+
+def within_reference(Q, qids, C, cids, space, salt, radius):
+    """Record by record: counts at most / less than the radius, smallest (key, id) at it."""
+    D = K.gower_block(Q, C, space)  # the plain kernel's distances are checked against the reference above
+    out = []
+    for i in range(Q.shape[0]):
+        at = [(K.tie_keys(salt, qids[i : i + 1], cids[j : j + 1])[0], cids[j]) for j in range(C.shape[0])
+              if D[i, j] == radius[i]]
+        best = min(at) if at else (K.NO_KEY, -1)
+        out.append((int((D[i] <= radius[i]).sum()), int((D[i] < radius[i]).sum()), int(best[0]), int(best[1])))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("AM_RANDOM_LAYOUTS", "24"))))
+def test_within_index_equals_plain_kernel(seed):
+    """The count primitive: index against the plain kernel, radii at a candidate's distance (ties) or not."""
+    rng = np.random.default_rng(1000 + seed)
+    nv = int(rng.integers(1, 6))
+    is_cat = rng.random(nv) < 0.5
+    nq, nc = int(rng.integers(1, 40)), int(rng.integers(1, 60))
+
+    def table(n):
+        X = np.where(is_cat, rng.integers(0, 3, (n, nv)), np.round(rng.normal(0, 2, (n, nv)), 1)).astype(float)
+        X[rng.random((n, nv)) < 0.15] = np.nan
+        return X
+
+    Q, C = table(nq), table(nc)
+    C[: nc // 3] = C[nc // 3 : 2 * (nc // 3)]  # duplicated candidates: ties at the radius
+    ranges = np.array([0.0 if is_cat[v] else 4.0 for v in range(nv)])
+    if seed % 4 == 1:
+        ranges[0] = 0.0
+    space = K.Space(is_cat=is_cat, ranges=ranges)
+    qids = rng.integers(-(2**40), 2**40, nq)
+    cids = rng.permutation(np.arange(nc)).astype(np.int64) * 31 - 7
+    salt = K.search_salt(seed, "hidden_rate")
+    own = rng.integers(0, nc, nq)
+    radius = K.gower_block(Q, C, space)[np.arange(nq), own]
+    radius[rng.random(nq) < 0.2] = rng.random() * 0.8  # some radii at no candidate's distance
+    want = within_reference(Q, qids, C, cids, space, salt, radius)
+    plain = K.within(Q, qids, C, cids, space, salt, radius, max_elements=int(rng.integers(1, 200)))
+    assert list(zip(*(a.tolist() for a in plain))) == want
+    idx = CandidateIndex(C, cids, space)
+    got = idx.within(Q, qids, salt, radius)
+    assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want
+    # counts of two blocks add up, winners take the smallest
+    half = nc // 2
+    a = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius) if half else None
+    b = CandidateIndex(C[half:], cids[half:], space).within(Q, qids, salt, radius)
+    if a is not None:
+        take = (a.key < b.key) | ((a.key == b.key) & (a.cid < b.cid))
+        merged = list(zip((a.le + b.le).tolist(), (a.lt + b.lt).tolist(), np.where(take, a.key, b.key).tolist(),
+                          np.where(take, a.cid, b.cid).tolist()))
+        assert merged == want
+
+
+def test_gower_pairs_equal_the_block_diagonal(tables):
+    O, A, Q, C, space, ranges = tables
+    assert np.array_equal(K.gower_pairs(Q, C[: len(Q)], space), np.diag(K.gower_block(Q, C[: len(Q)], space)))

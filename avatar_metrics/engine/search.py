@@ -10,6 +10,12 @@ each pass folds one block into it with the exact index of ``kernels.index``
 pipelined in one Spark job; the states of several such chains are merged
 exactly in Spark (``merge_states``). The queries never reach the driver.
 
+Two searches share this machinery, each a ``Fold``: ``nearest`` carries the
+top-2 state; ``within`` carries counts of the candidates within a per-query
+radius (and the tie-break winner at it), which add up from block to block
+(``merge_within``). ``pair_distances`` gives such radii: the distance of each
+query to the candidate with its own id, by the kernel's own terms.
+
 Categorical values are compared as values: each block factorizes its own
 values, and a query value absent from the block gets a code no candidate has.
 """
@@ -20,7 +26,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,16 +35,17 @@ from pyspark.sql import functions as F
 
 from ..config import SearchSettings
 from ..io import ID, col
-from ..kernels.gower import NO_KEY, Space, State, search_salt
+from ..kernels.gower import NO_KEY, Space, State, gower_pairs, search_salt
 from ..kernels.index import CandidateIndex
 from ..schema import Variable
 
 log = logging.getLogger(__name__)
 
-def _select(df: DataFrame, variables: Sequence[Variable]) -> DataFrame:
-    """ID and the variables as v0, v1, ...: numbers as float64, categories as they are
-    (strings or booleans: ``schema`` turns numeric categories into exact text)."""
-    cols = [F.col(ID)]
+def _select(df: DataFrame, variables: Sequence[Variable], carry=()) -> DataFrame:
+    """ID, the carried columns and the variables as v0, v1, ...: numbers as float64,
+    categories as they are (strings or booleans: ``schema`` turns numeric
+    categories into exact text)."""
+    cols = [F.col(ID), *[F.col(c) for c in carry]]
     for i, v in enumerate(variables):
         c = col(v.name)
         if v.kind == "numeric":
@@ -86,7 +93,6 @@ def encode_queries(pdf: pd.DataFrame, variables: Sequence[Variable], block: Bloc
     return Q
 
 
-STATE_COLUMNS = ("d1", "d2", "n1", "cid", "key")
 # Blocks folded in one Spark job, one pass after the other, each pass carrying
 # the queries' state to the next (tighter pruning). Each pass of a chain runs
 # in its own Python worker holding its block and index, so a chain costs
@@ -111,18 +117,58 @@ def _rechunk(batches, rows: int):
         yield pd.concat(buf, ignore_index=True)
 
 
-def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema) -> DataFrame:
+@dataclass(frozen=True)
+class Fold:
+    """What a search carries per query from block to block, and how blocks combine.
+
+    ``state``: (column, initial value, Spark type); ``step(index, Q, qids,
+    salt, pdf)`` folds one block into the state columns of ``pdf``;
+    ``merge(df)`` combines, per query, the states of disjoint sets of blocks;
+    ``carry``: query columns the fold reads besides the variables.
+    """
+
+    state: tuple[tuple[str, Any, str], ...]
+    step: Callable
+    merge: Callable[[DataFrame], DataFrame]
+    carry: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for c, _, _ in self.state)
+
+
+def _nearest_step(index: CandidateIndex, Q, qids, salt, pdf) -> None:
+    prior = State(*(pdf[c].to_numpy() for c in ("d1", "d2", "n1", "cid", "key")))
+    st = index.search(Q, qids, salt, prior)
+    for c in ("d1", "d2", "n1", "cid", "key"):
+        pdf[c] = getattr(st, c)
+
+
+def _within_step(index: CandidateIndex, Q, qids, salt, pdf) -> None:
+    w = index.within(Q, qids, salt, pdf["radius"].to_numpy(dtype=np.float64))
+    pdf["le"] = pdf["le"].to_numpy() + w.le
+    pdf["lt"] = pdf["lt"].to_numpy() + w.lt
+    key, cid = pdf["key"].to_numpy(), pdf["cid"].to_numpy()
+    take = (w.key < key) | ((w.key == key) & (w.cid < cid))
+    pdf["key"] = np.where(take, w.key, key)
+    pdf["cid"] = np.where(take, w.cid, cid)
+
+
+def merge_within(parts: DataFrame) -> DataFrame:
+    """Exact merge of counts within radii: counts add up, the smallest (key, id) wins."""
+    best = F.min(F.struct(F.col("key").alias("key"), F.col("cid").alias("cid")))
+    g = parts.groupBy(ID).agg(F.sum("le").alias("le"), F.sum("lt").alias("lt"), best.alias("b"))
+    return g.select(ID, "le", "lt", F.col("b.key").alias("key"), F.col("b.cid").alias("cid"))
+
+
+def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema, fold: Fold) -> DataFrame:
     """One pass: fold a block of candidates into the state carried by the queries."""
     def run(batches):
         # built per task, and dropped with it: idle reused workers keep no index
         index = CandidateIndex(block.C, block.cids, space)
         for pdf in _rechunk(batches, QUERY_CHUNK):
             qids = pdf[ID].to_numpy(dtype=np.int64)
-            Q = encode_queries(pdf, variables, block)
-            prior = State(*(pdf[c].to_numpy() for c in STATE_COLUMNS))
-            st = index.search(Q, qids, salt, prior)
-            for c in STATE_COLUMNS:
-                pdf[c] = getattr(st, c)
+            fold.step(index, encode_queries(pdf, variables, block), qids, salt, pdf)
             yield pdf
 
     return queries.mapInPandas(run, schema)
@@ -146,10 +192,35 @@ def nearest(
     (the caller unpersists it). The result is the same whatever the number
     and order of the blocks.
     """
+    return _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST)
+
+
+def within(
+    queries: DataFrame,
+    candidates: DataFrame,
+    variables: Sequence[Variable],
+    ranges: np.ndarray,
+    *,
+    name: str,
+    search: SearchSettings,
+    n_candidates: int | None = None,
+) -> DataFrame:
+    """For every query with a ``radius`` column: ``le`` and ``lt``, the candidates at
+    distance at most and less than its radius, and ``key``/``cid``, the tie-break
+    winner (smallest keyed hash, then id) among those exactly at the radius.
+
+    The radius must be a distance the kernel computes bit for bit (the
+    distance to one candidate, say). Same blocks, passes and caching as
+    ``nearest``; counts of blocks add up exactly.
+    """
+    return _search(queries, candidates, variables, ranges, name, search, n_candidates, WITHIN)
+
+
+def _search(queries, candidates, variables, ranges, name, search, n_candidates, fold: Fold) -> DataFrame:
     variables = list(variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
     salt = search_salt(search.seed, name)
-    q = _select(queries, variables)
+    q = _select(queries, variables, fold.carry)
     if search.query_partitions:
         q = q.repartition(search.query_partitions, ID)
     c = _select(candidates, variables)
@@ -160,14 +231,7 @@ def nearest(
     if n_blocks > 1:
         c = c.cache()
 
-    initial = q.select(
-        "*",
-        F.lit(math.inf).alias("d1"),
-        F.lit(math.inf).alias("d2"),
-        F.lit(0).cast("long").alias("n1"),
-        F.lit(-1).cast("long").alias("cid"),
-        F.lit(NO_KEY).cast("long").alias("key"),
-    )
+    initial = q.select("*", *[F.lit(v).cast(t).alias(c) for c, v, t in fold.state])
     schema = initial.schema
     t0 = time.perf_counter()
     done = 0
@@ -182,11 +246,11 @@ def nearest(
                 if len(pdf) == 0:
                     continue
                 pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
-                state = _pass(state, encode_block(pdf, variables), variables, space, salt, schema)
+                state = _pass(state, encode_block(pdf, variables), variables, space, salt, schema, fold)
                 done += len(pdf)
             if state is initial:
                 continue
-            state = state.select(ID, *STATE_COLUMNS).cache()
+            state = state.select(ID, *fold.columns).cache()
             state.count()
             chains.append(state)
             elapsed = time.perf_counter() - t0
@@ -207,11 +271,40 @@ def nearest(
     union = chains[0]
     for other in chains[1:]:
         union = union.unionByName(other)
-    merged = merge_states(union).cache()
+    merged = fold.merge(union).cache()
     merged.count()
     for other in chains:
         other.unpersist()
     return merged
+
+
+def pair_distances(left: DataFrame, right: DataFrame, variables: Sequence[Variable], ranges: np.ndarray) -> DataFrame:
+    """``ID, radius``: G(left_i, right_i) for the records of both tables with the same id.
+
+    Computed with the kernel's own terms and order (``gower_pairs``), so that
+    a search meets right_i at exactly this distance. Categories are compared
+    as values: each batch codes the two sides' values together.
+    """
+    variables = list(variables)
+    space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
+    other = _select(right, variables).select(ID, *[F.col(f"v{i}").alias(f"w{i}") for i in range(len(variables))])
+    pairs = _select(left, variables).join(other, ID)
+
+    def run(batches):
+        for pdf in batches:
+            n = len(pdf)
+            X, Y = np.empty((n, len(variables))), np.empty((n, len(variables)))
+            for i, v in enumerate(variables):
+                if v.kind == "numeric":
+                    X[:, i] = pdf[f"v{i}"].to_numpy(dtype="float64", na_value=np.nan)
+                    Y[:, i] = pdf[f"w{i}"].to_numpy(dtype="float64", na_value=np.nan)
+                else:
+                    codes, _ = pd.factorize(pd.concat([pdf[f"v{i}"], pdf[f"w{i}"]], ignore_index=True))
+                    codes = np.where(codes < 0, np.nan, codes.astype(np.float64))
+                    X[:, i], Y[:, i] = codes[:n], codes[n:]
+            yield pd.DataFrame({ID: pdf[ID].to_numpy(dtype=np.int64), "radius": gower_pairs(X, Y, space)})
+
+    return pairs.mapInPandas(run, f"{ID} long, radius double")
 
 
 def merge_states(parts: DataFrame) -> DataFrame:
@@ -231,3 +324,17 @@ def merge_states(parts: DataFrame) -> DataFrame:
         best["cid"].alias("cid"),
         best["key"].alias("key"),
     )
+
+
+NEAREST = Fold(
+    state=(("d1", math.inf, "double"), ("d2", math.inf, "double"), ("n1", 0, "long"), ("cid", -1, "long"),
+           ("key", int(NO_KEY), "long")),
+    step=_nearest_step,
+    merge=merge_states,
+)
+WITHIN = Fold(
+    state=(("le", 0, "long"), ("lt", 0, "long"), ("key", int(NO_KEY), "long"), ("cid", -1, "long")),
+    step=_within_step,
+    merge=merge_within,
+    carry=("radius",),
+)

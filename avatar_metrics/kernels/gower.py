@@ -75,6 +75,55 @@ def gower_block(Q: np.ndarray, C: np.ndarray, space: Space) -> np.ndarray:
     return total / space.n_vars
 
 
+def gower_pairs(X: np.ndarray, Y: np.ndarray, space: Space) -> np.ndarray:
+    """G(X[i], Y[i]) for each row i: the terms, order and rounding of ``gower_block``."""
+    total = None
+    for v in range(space.n_vars):
+        x, y = X[:, v], Y[:, v]
+        if space.is_cat[v]:
+            term = (x != y).astype(np.float64)
+        else:
+            r = space.ranges[v]
+            term = np.abs(x - y) / r if r > 0 else np.zeros(x.shape[0])
+        xn, yn = np.isnan(x), np.isnan(y)
+        term = np.where(xn | yn, (xn != yn).astype(np.float64), term)
+        total = term if total is None else total + term
+    if total is None:
+        raise ValueError("a Gower distance needs at least one variable")
+    return total / space.n_vars
+
+
+def within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
+           radius: np.ndarray, max_elements: int = MAX_BLOCK_ELEMENTS):
+    """The plain count within per-query radii: (le, lt, key, cid) per query.
+
+    ``le``/``lt``: candidates at distance <= / < the radius; ``key``, ``cid``:
+    the smallest (tie key, id) among those exactly at the radius (``NO_KEY``,
+    -1 when none). Counts of disjoint candidate sets add up.
+    """
+    nq = Q.shape[0]
+    le = np.zeros(nq, dtype=np.int64)
+    lt = np.zeros(nq, dtype=np.int64)
+    key = np.full(nq, NO_KEY, dtype=np.int64)
+    cid = np.full(nq, -1, dtype=np.int64)
+    step = max(1, max_elements // max(1, C.shape[0]))
+    for s in range(0, nq, step):
+        D = gower_block(Q[s : s + step], C, space)
+        r = np.asarray(radius[s : s + step], dtype=np.float64)[:, None]
+        le[s : s + step] = (D <= r).sum(axis=1)
+        lt[s : s + step] = (D < r).sum(axis=1)
+        rows, cols = np.nonzero(D == r)
+        if rows.size:
+            keys = tie_keys(salt, qids[s + rows], cids[cols])
+            order = np.lexsort((cids[cols], keys, rows))
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = rows[order][1:] != rows[order][:-1]
+            pick = order[first]
+            key[s + rows[pick]] = keys[pick]
+            cid[s + rows[pick]] = cids[cols][pick]
+    return le, lt, key, cid
+
+
 # ---------------------------------------------------------------- top-2 states
 
 

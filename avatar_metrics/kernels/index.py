@@ -23,16 +23,27 @@ the one scan term), and so is the quotient. A point is skipped only when its
 bound is strictly above ``d2``: it could change neither ``d1``, ``d2``, the
 count at ``d1`` nor the tie-break.
 
+The same traversal counts candidates within a radius (``within``, the
+Local Cloaking and Hidden Rate primitive): the pruning limit of a query is
+then its fixed radius instead of its moving ``d2``. A point is skipped only
+when its bound exceeds the radius, so it lies beyond the radius: every
+candidate at distance <= radius is met, counted (``le``, and ``lt`` when
+strictly closer), and the members exactly at the radius are hashed for the
+tie-break. Counts of disjoint blocks add up; their winners merge by the
+smallest (key, id).
+
 The per-query loops are compiled with numba (no fastmath: IEEE operations in
 the same order as the numpy kernel).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
-from .gower import Space, State
+from .gower import NO_KEY, Space, State
 from .keyed import JIT_CACHE as _CACHE
 from .keyed import mix_jit as _mix
 from .keyed import query_salts
@@ -91,18 +102,51 @@ def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
 
 
 @njit(cache=_CACHE)
+def _count(q, p, d, members, moff, sq, radius, le, lt, bkey, bcid):
+    """Count point p at distance d against query q's radius (``within`` mode)."""
+    if d > radius[q]:
+        return
+    m = moff[p + 1] - moff[p]
+    le[q] += m
+    if d < radius[q]:
+        lt[q] += m
+        return
+    # d == radius: the tie-break among the candidates at the radius
+    for j in range(moff[p], moff[p + 1]):
+        c = members[j]
+        k = np.int64(_mix(sq ^ np.uint64(c)) >> np.uint64(1))
+        if k < bkey[q] or (k == bkey[q] and c < bcid[q]):
+            bkey[q] = k
+            bcid[q] = c
+
+
+NEAREST, WITHIN = 0, 1  # the two folds of a visited point: top-2 state, or counts within a radius
+
+
+@njit(cache=_CACHE)
+def _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid):
+    if mode == NEAREST:  # a = d1, lim = d2
+        _take(q, p, d, members, moff, sq, a, lim, n1, bkey, bcid)
+    else:  # lim = radius, n1 = at most the radius, n2 = closer than it
+        _count(q, p, d, members, moff, sq, lim, n1, n2, bkey, bcid)
+
+
+@njit(cache=_CACHE)
 def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv,
-                members, moff, d1, d2, n1, bkey, bcid):
-    """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``)."""
+                members, moff, mode, a, lim, n1, n2, bkey, bcid):
+    """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``).
+
+    ``lim[q]`` is the query's pruning limit (its d2, or its radius): a point
+    whose lower bound exceeds it is never met."""
     for i in range(qsel.shape[0]):
         q = qsel[i]
-        if lb > d2[q]:
+        if lb > lim[q]:
             continue
         x = Q[q, scan] if scan >= 0 else np.nan
         if scan < 0 or np.isnan(x) or np.isnan(scanvals[start]):
             for p in range(start, stop):
                 d = _distance(Q, q, P, p, is_cat, ranges, nv)
-                _take(q, p, d, members, moff, sq[q], d1, d2, n1, bkey, bcid)
+                _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
             continue
         r = ranges[scan]
         # first point with scan value >= x
@@ -128,14 +172,14 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges,
                 gap = x - scanvals[p]
                 side = -1
             bound = (gap / r if r > 0 else 0.0) / nv
-            if bound > d2[q]:
+            if bound > lim[q]:
                 if side == 1:
                     right = stop
                 else:
                     left = start - 1
                 continue
             d = _distance(Q, q, P, p, is_cat, ranges, nv)
-            _take(q, p, d, members, moff, sq[q], d1, d2, n1, bkey, bcid)
+            _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
 
 
 @njit(cache=_CACHE)
@@ -165,6 +209,21 @@ def _profiles(X: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
 def _rows_as_bytes(A: np.ndarray) -> np.ndarray:
     A = np.ascontiguousarray(A)
     return A.view(np.dtype((np.void, A.dtype.itemsize * A.shape[1]))).ravel()
+
+
+@dataclass
+class Within:
+    """Counts of a search within per-query radii; blocks' counts add up, winners take the min."""
+
+    le: np.ndarray  # candidates at distance <= radius
+    lt: np.ndarray  # candidates at distance < radius
+    key: np.ndarray  # smallest (tie key, id) among the candidates exactly at the radius
+    cid: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "Within":
+        return cls(le=np.zeros(n, dtype=np.int64), lt=np.zeros(n, dtype=np.int64),
+                   key=np.full(n, NO_KEY, dtype=np.int64), cid=np.full(n, -1, dtype=np.int64))
 
 
 class CandidateIndex:
@@ -216,22 +275,38 @@ class CandidateIndex:
         self.n_candidates = int(cids.shape[0])
 
     def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None) -> State:
-        space = self.space
-        nv = space.n_vars
+        """Fold this block's candidates into the queries' top-2 state."""
         nq = Q.shape[0]
         st = State.empty(nq) if state is None else State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
-        if nq == 0 or self.n_candidates == 0:
-            return st
+        if nq and self.n_candidates:
+            unused = np.zeros(nq, dtype=np.int64)
+            self._traverse(Q, qids, salt, (NEAREST, st.d1, st.d2, st.n1, unused, st.key, st.cid))
+        return st
+
+    def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray) -> Within:
+        """Per query, this block's candidates at most ``radius`` away (``le``), closer
+        than it (``lt``), and the tie-break winner among those exactly at it."""
+        nq = Q.shape[0]
+        out = Within.empty(nq)
+        if nq and self.n_candidates:
+            radius = np.ascontiguousarray(radius, dtype=np.float64)
+            self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid))
+        return out
+
+    def _traverse(self, Q, qids, salt, fold):
+        """Visit, for each query, the groups whose bound H/|V| does not exceed its limit."""
+        space = self.space
+        nv = space.n_vars
+        lim = fold[2]
         Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q))
-        qids = np.asarray(qids, dtype=np.int64)
-        sq = query_salts(salt, qids)
+        sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
         is_cat = np.ascontiguousarray(space.is_cat, dtype=np.bool_)
         ranges = np.ascontiguousarray(space.ranges, dtype=np.float64)
         qprof = _profiles(Q, space.is_cat)
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
         bounds = np.flatnonzero(np.r_[True, qinv[qorder][1:] != qinv[qorder][:-1], True])
-        args = (self.P, is_cat, ranges, nv, self.members, self.moff, st.d1, st.d2, st.n1, st.key, st.cid)
+        args = (self.P, is_cat, ranges, nv, self.members, self.moff, *fold)
         for b in range(bounds.size - 1):
             qsel = qorder[bounds[b] : bounds[b + 1]]
             prof = qprof[qsel[0]]
@@ -241,7 +316,7 @@ class CandidateIndex:
                 self._group(Q, qsel, sq, 0.0, g0, args)
                 done.add(g0)
             lb1 = 1.0 / nv
-            need = qsel[st.d2[qsel] >= lb1]  # the others cannot meet a group at H >= 1
+            need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
             if need.size == 0:
                 continue
             for j in range(nv):
@@ -250,20 +325,19 @@ class CandidateIndex:
                         self._group(Q, need, sq, lb1, g, args)
                         done.add(g)
             lb2 = 2.0 / nv
-            need = need[st.d2[need] >= lb2]
+            need = need[lim[need] >= lb2]
             if need.size and len(done) < self.gprof.shape[0]:
                 H = _hamming_all(prof, self.gprof)
                 for g in np.argsort(H, kind="stable"):
                     if H[g] < 2:
                         continue
                     lb = float(H[g]) / nv
-                    need = need[st.d2[need] >= lb]
+                    need = need[lim[need] >= lb]
                     if need.size == 0:
                         break
                     self._group(Q, need, sq, lb, int(g), args)
-        return st
 
     def _group(self, Q, qsel, sq, lb, g, args):
-        P, is_cat, ranges, nv, members, moff, d1, d2, n1, key, cid = args
+        P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid = args
         _scan_group(Q, qsel, sq, lb, P, int(self.gstart[g]), int(self.gstop[g]), self.scan, self.scanvals,
-                    is_cat, ranges, nv, members, moff, d1, d2, n1, key, cid)
+                    is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid)

@@ -2,7 +2,7 @@
 declaring all that is known about it (``base.Metric``). ``REGISTRY`` lists them
 in the order of the report; everything else reads them from here."""
 
-from . import closest, column_direct_match, knowledge, linkability
+from . import closest, column_direct_match, hidden_rate, knowledge, linkability, local_cloaking, row_direct_match
 from .base import Metric
 
 REGISTRY: tuple[Metric, ...] = (
@@ -10,6 +10,9 @@ REGISTRY: tuple[Metric, ...] = (
     closest.METRIC,
     knowledge.METRIC,
     column_direct_match.METRIC,
+    hidden_rate.METRIC,
+    local_cloaking.METRIC,
+    row_direct_match.METRIC,
 )
 BY_KEY = {m.key: m for m in REGISTRY}
 KEYS = tuple(BY_KEY)

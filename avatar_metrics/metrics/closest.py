@@ -102,6 +102,10 @@ def references(inputs: Inputs, cfg: Config) -> Reference:
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     target = cfg.targets[KEY_NAME]
+    if inputs.holdout is None and not inputs.aligned:
+        return MetricResult.not_computed(
+            target, "needs a holdout: the approximate holdout takes the avatars of half the originals, which needs "
+                    "avatars aligned with them (avatars_aligned is false)")
     ref = references(inputs, cfg)
     sizes = ref.sizes()
     if ref.n_wa < 2 or ref.n_ho < 2:

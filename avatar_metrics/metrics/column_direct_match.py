@@ -27,6 +27,9 @@ def protection(m: int, u: int, n: int) -> float:
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     target = cfg.targets[KEY_NAME]
+    if not inputs.aligned:
+        return MetricResult.not_computed(
+            target, "needs avatars aligned with the originals row by row: avatars_aligned is false")
     names = inputs.names
     n = inputs.n_originals
     o = inputs.originals.select(ID, *[col(c).alias(f"o{i}") for i, c in enumerate(names)])

@@ -1,0 +1,113 @@
+"""Local Cloaking (spec: "Beyond the seeds", "Local Cloaking").
+
+Needs row alignment. All variables; ranges over O and A together.
+LC_i = #{j != i : G(x_i, a_j) <= G(x_i, a_i)}: the avatars that look at least
+as much like original i as its own avatar does (a tie counts). The headline is
+the median of LC_i (midpoint percentile at 50); also reported: the share of
+originals with LC_i = 0 (``uncloaked``). Target: a median of at least 5.
+
+One exact search serves this metric and the Hidden Rate (``cloaking``): the
+radius of original i is the distance to its own avatar, computed by the same
+float64 terms as the search's, so its own avatar is counted exactly once, at
+the radius; ``le - 1`` is LC_i. The same search tells whether the own avatar
+is the nearest with the spec's tie-break: no avatar closer (``lt == 0``) and
+the smallest keyed hash among those at the radius is its own.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..config import Config
+from ..engine.aggregate import midpoint_percentiles
+from ..engine.search import pair_distances, within
+from ..io import ID
+from ..plots import figure, histogram_svg
+from ..report import MetricResult
+from ..schema import Inputs, Variable, ranges_of
+from .base import COUNT, Metric
+
+KEY_NAME = "local_cloaking"
+SEARCH = "hidden_rate"  # the spec's search name of the tie-break (shared with the Hidden Rate)
+BINS = 20  # counts 0..18 each in a bin of their own, 19 and more in the last
+
+
+def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
+    """ID, ``local_cloaking`` (LC_i) and ``hidden_hit`` per original; computed once per run."""
+    if "cloaking" not in inputs.shared:
+        variables = [Variable(v, k) for v, k in inputs.variables.items()]
+        ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
+        radius = pair_distances(inputs.originals, inputs.avatars, variables, ranges)
+        queries = inputs.originals.join(radius, ID)
+        counts = within(queries, inputs.avatars, variables, ranges, name=SEARCH, search=cfg.search,
+                        n_candidates=inputs.n_avatars)
+        out = counts.select(
+            ID,
+            (F.col("le") - 1).alias("local_cloaking"),
+            ((F.col("lt") == 0) & (F.col("cid") == F.col(ID))).alias("hidden_hit"),
+        ).cache()
+        out.count()
+        counts.unpersist()
+        inputs.shared["cloaking"] = out
+    return inputs.shared["cloaking"]
+
+
+def not_aligned(target: float) -> MetricResult:
+    return MetricResult.not_computed(
+        target, "needs avatars aligned with the originals (avatar i made from original i): avatars_aligned is false")
+
+
+def compute(inputs: Inputs, cfg: Config) -> MetricResult:
+    target = cfg.targets[KEY_NAME]
+    if not inputs.aligned:
+        return not_aligned(target)
+    per = cloaking(inputs, cfg)
+    n = inputs.n_originals
+    (median,), m = midpoint_percentiles(per, "local_cloaking", [50])
+    row = per.agg(
+        F.count(F.when(F.col("local_cloaking") == 0, 1)).alias("zero"),
+        F.count(F.when(F.col("local_cloaking") < 0, 1)).alias("lost"),
+        *[F.count(F.when(F.least(F.col("local_cloaking"), F.lit(BINS - 1)) == b, 1)).alias(f"b{b}") for b in range(BINS)],
+    ).collect()[0]
+    if m != n or row["lost"]:  # each original's own avatar is counted once, at its radius
+        raise RuntimeError(f"local cloaking: {m} of {n} originals counted, {row['lost']} without their own avatar")
+    result = MetricResult.ok(median, target, {
+        "median": median,
+        "uncloaked": 100.0 * row["zero"] / n,
+        "n": n,
+        "histogram": {"lo": 0, "hi": BINS, "counts": [int(row[f"b{b}"]) for b in range(BINS)]},
+    })
+    if cfg.records:
+        result.records = per.select(ID, "local_cloaking").cache()
+    return result
+
+
+def reading(m: dict) -> str:
+    d = m["details"]
+    return (f"Half of the originals have at least {m['value']:g} other avatars as close to them as their own "
+            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest alone).")
+
+
+def figures(m: dict) -> list[str]:
+    h = m["details"]["histogram"]
+    hist = {"lo": h["lo"], "hi": h["hi"], "avatars": h["counts"], "holdout": [0] * len(h["counts"])}
+    svg = histogram_svg("plot-local-cloaking", hist, f"avatars at least as close as one's own (last bin: {h['hi'] - 1}+)",
+                        m["value"], "median", series=(("avatars", "#1f77b4"),), target=m["target"])
+    return [figure(svg, "Originals by the number of other avatars at least as close to them as their own avatar; "
+                        "the median and the target are marked.")]
+
+
+METRIC = Metric(
+    key=KEY_NAME,
+    title="Local Cloaking",
+    target=5,
+    unit=COUNT,
+    compute=compute,
+    reading=reading,
+    advice=("Too few avatars surround each original's own avatar: increase k, so that each avatar blends more "
+            "individuals and lies among others rather than alone next to its original."),
+    needs=frozenset({"alignment"}),
+    records=("local_cloaking",),
+    figures=figures,
+)

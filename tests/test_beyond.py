@@ -1,0 +1,109 @@
+"""Hidden Rate, Local Cloaking, Row Direct Match and unaligned avatars against the
+brute-force references of tests/reference.py, bit for bit, under several layouts."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import reference as ref
+from avatar_metrics import evaluate
+from avatar_metrics.errors import InputError
+from conftest import to_spark
+from data import KINDS, perturbed, tricky
+
+VARS = list(KINDS)
+
+
+@pytest.fixture(scope="module")
+def frames():
+    O = tricky(70, 51)
+    A = perturbed(O, 52, keep=0.7)
+    A.iloc[:6] = O.iloc[:6].to_numpy()  # copied records: Row Direct Match finds them
+    A = A.astype(O.dtypes.to_dict())
+    return O, A
+
+
+def run(spark, O, A, partitions=None, H=None, **config):
+    rid = lambda df: df.assign(rid=np.arange(len(df)))
+    o, a = to_spark(spark, rid(O), partitions), to_spark(spark, rid(A), partitions)
+    h = to_spark(spark, rid(H), partitions) if H is not None else None
+    return evaluate(spark, o, a, h, {"row_key": "rid", **config})
+
+
+@pytest.mark.parametrize("partitions,block", [(1, 1000), (3, 17), (7, 9)])
+def test_hidden_rate_and_local_cloaking(spark, frames, partitions, block):
+    O, A = frames
+    rep = run(spark, O, A, partitions, seed=6, search={"block_size": block})
+    d = rep.to_dict()["metrics"]
+    value, hits, hit_list = ref.hidden_rate(O, A, KINDS, seed=6)
+    assert (d["hidden_rate"]["value"], d["hidden_rate"]["details"]["hits"]) == (value, hits)
+    median, uncloaked, lc = ref.local_cloaking(O, A, KINDS)
+    m = d["local_cloaking"]
+    assert (m["value"], m["details"]["median"], m["details"]["uncloaked"]) == (median, median, uncloaked)
+    assert m["passed"] == (median >= 5) and m["details"]["n"] == len(O)
+    assert sum(m["details"]["histogram"]["counts"]) == len(O)
+    recs = rep.records.toPandas().set_index("rid").sort_index()
+    rep.records.unpersist()
+    assert recs.local_cloaking.tolist() == lc
+    assert recs.hidden_hit.tolist() == hit_list
+    assert any(c > 0 for c in lc) and 0 < hits < len(O), "the data must exercise both outcomes"
+
+
+def test_ties_at_the_radius_count(spark):
+    # every avatar is a copy of one of two records: ties everywhere, at distance 0 too
+    O = pd.DataFrame({"a": [1.0, 2.0] * 6, "c": ["x", "y"] * 6})
+    A = O.iloc[list(range(2, 12)) + [0, 1]].reset_index(drop=True)  # each avatar a copy of its original
+    kinds = {"a": "numeric", "c": "categorical"}
+    d = run(spark, O, A, 2).to_dict()["metrics"]
+    median, uncloaked, lc = ref.local_cloaking(O, A, kinds)
+    assert d["local_cloaking"]["value"] == median and lc[0] == 5
+    assert d["hidden_rate"]["details"]["hits"] == ref.hidden_rate(O, A, kinds, seed=0)[1]
+
+
+def test_row_direct_match(spark, frames):
+    O, A = frames
+    m = run(spark, O, A, 3).to_dict()["metrics"]["row_direct_match_protection"]
+    value, present = ref.row_direct_match(O, A, VARS, KINDS)
+    assert (m["value"], m["details"]["present"], m["details"]["n"]) == (value, present, len(O))
+    assert present >= 6
+
+
+def test_row_direct_match_zero_signs_and_nulls(spark):
+    O = pd.DataFrame({"x": [0.0, 1.0, None, 2.0], "c": ["a", None, "b", "b"]})
+    A = pd.DataFrame({"x": [-0.0, 1.0, None, 2.5], "c": ["a", None, "b", "b"]})
+    kinds = {"x": "numeric", "c": "categorical"}
+    m = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A)).to_dict()["metrics"]
+    value, present = ref.row_direct_match(O, A, ["x", "c"], kinds)
+    assert present == 3 and m["row_direct_match_protection"]["value"] == value
+
+
+def test_unaligned_avatars(spark, frames):
+    O, A = frames
+    A2 = pd.concat([A, A.iloc[:13]], ignore_index=True)  # more avatars, no link
+    H = tricky(40, 53)
+    known = ["i_small", "cat2", "cont", "flag"]
+    halves = [["i_small", "cat2"], ["cont", "flag"]]
+    rid = lambda df: df.assign(rid=np.arange(len(df)))
+    rep = evaluate(spark, to_spark(spark, rid(O), 2), to_spark(spark, rid(A2), 3), to_spark(spark, rid(H), 2),
+                   {"avatars_aligned": False, "known_variables": known, "linkability_halves": halves, "seed": 2,
+                    "row_key": "rid"})
+    d = rep.to_dict()
+    m = d["metrics"]
+    for key in ("column_direct_match_protection", "hidden_rate", "local_cloaking"):
+        assert m[key]["computed"] is False and "avatars_aligned" in m[key]["reason"], key
+    assert m["linkability_protection_rate"]["value"] == ref.linkability(O, A2, *halves, KINDS, seed=2)[0]
+    assert m["knowledge_protection_rate"]["value"] == ref.knowledge(O, A2, known, KINDS)[0]
+    assert m["row_direct_match_protection"]["value"] == ref.row_direct_match(O, A2, VARS, KINDS)[0]
+    assert m["closest_rate"]["value"] == ref.closest(O, A2, H, KINDS, seed=2)["value"]
+    assert d["inputs"]["avatars_rows"] == len(A2)
+    rep.records.unpersist()
+    # without a holdout the Closest Rate would need the link
+    m = evaluate(spark, to_spark(spark, O), to_spark(spark, A2), None,
+                 {"avatars_aligned": False, "records": False}).to_dict()["metrics"]
+    assert m["closest_rate"]["computed"] is False and "holdout" in m["closest_rate"]["reason"]
+
+
+def test_aligned_tables_of_different_sizes_name_the_key(spark, frames):
+    O, A = frames
+    with pytest.raises(InputError, match="avatars_aligned"):
+        evaluate(spark, to_spark(spark, O), to_spark(spark, A.iloc[:50]), None, {})
