@@ -9,9 +9,12 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    value) and the null mask of the numeric variables. Between a query and any
    point of a group, every differing profile position adds a term of exactly
    1, so ``H / |V|`` (H = differing positions) bounds the distance from below.
-   Groups are visited in order of H (0, then 1 through per-position lookups,
-   then the rest by a full count only when needed) and skipped when the bound
-   exceeds the query's current second distance ``d2``.
+   Groups are visited in order of H: the query's own profile first (an exact
+   lookup), then, only for the queries whose ``d2`` reaches ``1 / |V|``, every
+   other group in order of H (a compiled count and counting sort, and one
+   compiled loop over the groups, so thousands of groups cost no Python
+   calls); a group is skipped for the queries whose current second distance
+   ``d2`` is below its bound, and the loop stops when no query reaches it.
 3. **A sorted scan.** Within a group, points are sorted by one numeric
    variable; a query scans outward from its place and stops on each side when
    that variable's own term, ``|x - y| / range / |V|``, exceeds ``d2``.
@@ -131,16 +134,68 @@ def _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid):
         _count(q, p, d, members, moff, sq, lim, n1, n2, bkey, bcid)
 
 
+# Relative margin of the box bounds of ``_count_boxes``: the rounding of a sum
+# of |V| + 4 non-negative float64 operations stays far below it.
+MARGIN_ULPS = 8
+
+
+@njit(cache=_CACHE)
+def _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, moff, sq, radius,
+                 le, lt, bkey, bcid):
+    """Count query q's candidates within its radius in one group, box by box.
+
+    A box is a run of points of the group with the min and max of each numeric
+    variable. With H the group's differing profile positions, every point's
+    distance lies within (H + sum of the gaps to the box) / |V| and (H + sum of
+    the farthest spans) / |V|, each widened by MARGIN_ULPS * (|V| + 4) ulps:
+    a box wholly beyond the radius is skipped, one wholly inside it is counted
+    at once (strictly inside: no tie at the radius), the others point by point.
+    """
+    cb, pchunk, box_lo, box_hi, box_m = boxes
+    h = np.floor(lb * nv + 0.5)
+    delta = MARGIN_ULPS * (nv + 4) * 2.0**-53
+    r = radius[q]
+    for k in range(pchunk[start], pchunk[stop - 1] + 1):
+        lo_sum = 0.0
+        hi_sum = 0.0
+        for v in range(nv):
+            blo = box_lo[k, v]
+            x = Q[q, v]
+            rv = ranges[v]
+            if np.isnan(blo) or np.isnan(x) or not rv > 0:
+                continue  # a categorical or null position (in H), or a constant variable (0)
+            bhi = box_hi[k, v]
+            if x < blo:
+                lo_sum += (blo - x) / rv
+            elif x > bhi:
+                lo_sum += (x - bhi) / rv
+            hi_sum += max(abs(x - blo), abs(bhi - x)) / rv
+        if (h + lo_sum) / nv * (1.0 - delta) > r:
+            continue
+        if (h + hi_sum) / nv * (1.0 + delta) < r:
+            le[q] += box_m[k]
+            lt[q] += box_m[k]
+            continue
+        for p in range(cb[k], cb[k + 1]):
+            d = _distance(Q, q, P, p, is_cat, ranges, nv)
+            _count(q, p, d, members, moff, sq, radius, le, lt, bkey, bcid)
+
+
 @njit(cache=_CACHE)
 def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv,
-                members, moff, mode, a, lim, n1, n2, bkey, bcid):
+                members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
     """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``).
 
     ``lim[q]`` is the query's pruning limit (its d2, or its radius): a point
-    whose lower bound exceeds it is never met."""
+    whose lower bound exceeds it is never met. Counts within a radius go box
+    by box (``_count_boxes``)."""
     for i in range(qsel.shape[0]):
         q = qsel[i]
         if lb > lim[q]:
+            continue
+        if mode == WITHIN:
+            _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, moff, sq[q], lim,
+                         n1, n2, bkey, bcid)
             continue
         x = Q[q, scan] if scan >= 0 else np.nan
         if scan < 0 or np.isnan(x) or np.isnan(scanvals[start]):
@@ -183,15 +238,72 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges,
 
 
 @njit(cache=_CACHE)
-def _hamming_all(prof, gprof):
-    out = np.empty(gprof.shape[0], dtype=np.int64)
-    for g in range(gprof.shape[0]):
+def _by_hamming(prof, gprof):
+    """(order, H): H[g] the positions where group g's profile differs from ``prof``;
+    ``order`` the groups by (H, g), a counting sort (H <= |V|)."""
+    G, nv = gprof.shape
+    H = np.empty(G, dtype=np.int64)
+    start = np.zeros(nv + 2, dtype=np.int64)
+    for g in range(G):
         h = 0
-        for j in range(prof.shape[0]):
+        for j in range(nv):
             if prof[j] != gprof[g, j]:
                 h += 1
-        out[g] = h
-    return out
+        H[g] = h
+        start[h + 1] += 1
+    for h in range(nv + 1):
+        start[h + 1] += start[h]
+    order = np.empty(G, dtype=np.int64)
+    for g in range(G):
+        order[start[H[g]]] = g
+        start[H[g]] += 1
+    return order, H
+
+
+@njit(cache=_CACHE)
+def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
+              members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
+    """The groups at H >= 1 in order of their bound H/|V|, each for the queries whose
+    limit still reaches it; stops when none does (the limits only shrink)."""
+    need = qsel.copy()
+    m = need.shape[0]
+    for i in range(order.shape[0]):
+        g = order[i]
+        if H[g] == 0:
+            continue
+        lb = H[g] / nv
+        k = 0
+        for t in range(m):
+            q = need[t]
+            if lim[q] >= lb:
+                need[k] = q
+                k += 1
+        m = k
+        if m == 0:
+            return
+        _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], scan, scanvals, is_cat, ranges, nv,
+                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes)
+
+
+BOX = 4  # points per box of ``_count_boxes``
+
+
+def _boxes(P, moff, g_of_point, gstart, is_cat):
+    """Runs of BOX points within each group: (starts + end, box of each point,
+    min and max of each numeric variable (NaN elsewhere), members per box)."""
+    n = P.shape[0]
+    if n == 0:
+        return (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros((0, P.shape[1])),
+                np.zeros((0, P.shape[1])), np.zeros(0, np.int64))
+    first = (np.arange(n) - gstart[g_of_point]) % BOX == 0
+    starts = np.flatnonzero(first)
+    pchunk = np.cumsum(first) - 1
+    numeric = np.where(np.asarray(is_cat)[None, :], np.nan, P)
+    box_lo = np.fmin.reduceat(numeric, starts, axis=0)
+    box_hi = np.fmax.reduceat(numeric, starts, axis=0)
+    box_m = np.add.reduceat(moff[1:] - moff[:-1], starts)
+    return (np.r_[starts, n].astype(np.int64), pchunk.astype(np.int64), np.ascontiguousarray(box_lo),
+            np.ascontiguousarray(box_hi), box_m.astype(np.int64))
 
 
 def _profiles(X: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
@@ -265,13 +377,7 @@ class CandidateIndex:
         self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
         self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
         self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
-        self.wild: list[dict[bytes, list[int]]] = []
-        for j in range(nv):
-            d: dict[bytes, list[int]] = {}
-            rest = np.delete(self.gprof, j, axis=1)
-            for g in range(gkeys.size):
-                d.setdefault(rest[g].tobytes(), []).append(g)
-            self.wild.append(d)
+        self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         self.n_candidates = int(cids.shape[0])
 
     def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None) -> State:
@@ -306,38 +412,21 @@ class CandidateIndex:
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
         bounds = np.flatnonzero(np.r_[True, qinv[qorder][1:] != qinv[qorder][:-1], True])
-        args = (self.P, is_cat, ranges, nv, self.members, self.moff, *fold)
+        args = (self.P, is_cat, ranges, nv, self.members, self.moff, *fold, self.boxes)
+        n_groups = self.gprof.shape[0]
         for b in range(bounds.size - 1):
             qsel = qorder[bounds[b] : bounds[b + 1]]
             prof = qprof[qsel[0]]
-            done = set()
             g0 = self.exact.get(prof.tobytes())
             if g0 is not None:
                 self._group(Q, qsel, sq, 0.0, g0, args)
-                done.add(g0)
-            lb1 = 1.0 / nv
-            need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
-            if need.size == 0:
-                continue
-            for j in range(nv):
-                for g in self.wild[j].get(np.delete(prof, j).tobytes(), ()):
-                    if g not in done:
-                        self._group(Q, need, sq, lb1, g, args)
-                        done.add(g)
-            lb2 = 2.0 / nv
-            need = need[lim[need] >= lb2]
-            if need.size and len(done) < self.gprof.shape[0]:
-                H = _hamming_all(prof, self.gprof)
-                for g in np.argsort(H, kind="stable"):
-                    if H[g] < 2:
-                        continue
-                    lb = float(H[g]) / nv
-                    need = need[lim[need] >= lb]
-                    if need.size == 0:
-                        break
-                    self._group(Q, need, sq, lb, int(g), args)
+            need = qsel[lim[qsel] >= 1.0 / nv]  # the others cannot meet a group at H >= 1
+            if need.size and n_groups > (g0 is not None):
+                order, H = _by_hamming(prof, self.gprof)
+                _scan_far(Q, need, sq, order, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
+                          *args[1:])
 
     def _group(self, Q, qsel, sq, lb, g, args):
-        P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid = args
+        P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid, boxes = args
         _scan_group(Q, qsel, sq, lb, P, int(self.gstart[g]), int(self.gstop[g]), self.scan, self.scanvals,
-                    is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid)
+                    is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid, boxes)

@@ -8,7 +8,6 @@ A semi join of the originals with the avatars' distinct records, null-safe.
 
 from __future__ import annotations
 
-from pyspark.sql import functions as F
 
 from ..config import Config
 from ..io import ID, col
