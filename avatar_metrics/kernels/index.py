@@ -10,11 +10,13 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    point of a group, every differing profile position adds a term of exactly
    1, so ``H / |V|`` (H = differing positions) bounds the distance from below.
    Groups are visited in order of H: the query's own profile first (an exact
-   lookup), then, only for the queries whose ``d2`` reaches ``1 / |V|``, every
-   other group in order of H (a compiled count and counting sort, and one
-   compiled loop over the groups, so thousands of groups cost no Python
-   calls); a group is skipped for the queries whose current second distance
-   ``d2`` is below its bound, and the loop stops when no query reaches it.
+   lookup), then the groups one position away (a lookup per position) for the
+   queries whose ``d2`` reaches ``1 / |V|``, then, only for those whose ``d2``
+   reaches ``2 / |V|``, the others in order of H (a compiled count and
+   counting sort, and one compiled loop over the groups, so thousands of
+   groups cost no Python calls). A group is skipped for the queries whose
+   current second distance ``d2`` is below its bound, and the walk stops when
+   no query reaches it.
 3. **A sorted scan.** Within a group, points are sorted by one numeric
    variable; a query scans outward from its place and stops on each side when
    that variable's own term, ``|x - y| / range / |V|``, exceeds ``d2``.
@@ -263,13 +265,13 @@ def _by_hamming(prof, gprof):
 @njit(cache=_CACHE)
 def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
               members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
-    """The groups at H >= 1 in order of their bound H/|V|, each for the queries whose
+    """The groups at H >= 2 in order of their bound H/|V|, each for the queries whose
     limit still reaches it; stops when none does (the limits only shrink)."""
     need = qsel.copy()
     m = need.shape[0]
     for i in range(order.shape[0]):
         g = order[i]
-        if H[g] == 0:
+        if H[g] < 2:
             continue
         lb = H[g] / nv
         k = 0
@@ -377,6 +379,14 @@ class CandidateIndex:
         self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
         self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
         self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
+        # the groups one position away from a profile: per position, the profile without it -> groups
+        self.wild: list[dict[bytes, list[int]]] = []
+        for j in range(nv):
+            d: dict[bytes, list[int]] = {}
+            rest = np.delete(self.gprof, j, axis=1)
+            for g in range(gkeys.size):
+                d.setdefault(rest[g].tobytes(), []).append(g)
+            self.wild.append(d)
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         self.n_candidates = int(cids.shape[0])
 
@@ -418,10 +428,21 @@ class CandidateIndex:
             qsel = qorder[bounds[b] : bounds[b + 1]]
             prof = qprof[qsel[0]]
             g0 = self.exact.get(prof.tobytes())
+            done = set()
             if g0 is not None:
                 self._group(Q, qsel, sq, 0.0, g0, args)
-            need = qsel[lim[qsel] >= 1.0 / nv]  # the others cannot meet a group at H >= 1
-            if need.size and n_groups > (g0 is not None):
+                done.add(g0)
+            lb1 = 1.0 / nv
+            need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
+            if need.size == 0:
+                continue
+            for j in range(nv):  # H = 1: a lookup per position
+                for g in self.wild[j].get(np.delete(prof, j).tobytes(), ()):
+                    if g not in done:
+                        self._group(Q, need, sq, lb1, g, args)
+                        done.add(g)
+            need = need[lim[need] >= 2.0 / nv]
+            if need.size and len(done) < n_groups:  # H >= 2: one compiled walk
                 order, H = _by_hamming(prof, self.gprof)
                 _scan_far(Q, need, sq, order, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
                           *args[1:])
