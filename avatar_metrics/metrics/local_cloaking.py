@@ -85,8 +85,11 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
 
 def reading(m: dict) -> str:
     d = m["details"]
+    if m["value"] == 0:
+        return (f"At least half of the originals have no other avatar as close to them as their own (median 0): "
+                f"{d['uncloaked']:.2f}% are uncloaked, their own avatar is the closest one, alone.")
     return (f"Half of the originals have at least {m['value']:g} other avatars as close to them as their own "
-            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest alone).")
+            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest one, alone).")
 
 
 def figures(m: dict) -> list[str]:
