@@ -97,6 +97,10 @@ class Inputs:
     def names(self) -> list[str]:
         return list(self.variables)
 
+    def typed(self, names=None) -> list[Variable]:
+        """The variables (all, or ``names`` in that order) as typed records, in the order of V."""
+        return [Variable(v, self.variables[v]) for v in (self.variables if names is None else names)]
+
     def kinds(self, names) -> list[str]:
         return [self.variables[v] for v in names]
 

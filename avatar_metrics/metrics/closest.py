@@ -23,7 +23,7 @@ from ..engine.split import working_ids
 from ..io import ID
 from ..plots import figure, heatmap_svg, histogram_svg
 from ..report import MetricResult
-from ..schema import Inputs, TableStats, Variable, ranges_of, table_stats
+from ..schema import Inputs, TableStats, ranges_of, table_stats
 from .base import Metric
 
 KEY_NAME = "closest_rate"
@@ -115,7 +115,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             f"needs at least two records in the avatars compared ({ref.n_wa}) and in the holdout reference ({ref.n_ho})",
             sizes,
         )
-    variables = [Variable(v, k) for v, k in inputs.variables.items()]
+    variables = inputs.typed()
     ranges = ranges_of(ref.stats, variables)
     results = []
     rec = records = None

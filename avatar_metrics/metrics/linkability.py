@@ -19,7 +19,7 @@ from ..io import ID, KEY
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
 from ..report import MetricResult
-from ..schema import Inputs, Variable, ranges_of
+from ..schema import Inputs, ranges_of
 from .base import Metric
 
 KEY_NAME = "linkability_protection_rate"
@@ -53,7 +53,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     records = None
     try:
         for name, half in zip(SEARCHES, halves):
-            variables = [Variable(v, inputs.variables[v]) for v in half]
+            variables = inputs.typed(half)
             res = nearest(inputs.originals, inputs.avatars, variables, ranges_of(stats, variables),
                           name=name, search=cfg.search, n_candidates=inputs.n_avatars)
             results.append(res)

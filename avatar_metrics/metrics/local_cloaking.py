@@ -25,7 +25,7 @@ from ..engine.search import pair_distances, within
 from ..io import ID
 from ..plots import figure, histogram_svg
 from ..report import MetricResult
-from ..schema import Inputs, Variable, ranges_of
+from ..schema import Inputs, ranges_of
 from .base import COUNT, Metric
 
 KEY_NAME = "local_cloaking"
@@ -36,7 +36,7 @@ BINS = 20  # counts 0..18 each in a bin of their own, 19 and more in the last
 def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
     """ID, ``local_cloaking`` (LC_i) and ``hidden_hit`` per original; computed once per run."""
     if "cloaking" not in inputs.shared:
-        variables = [Variable(v, k) for v, k in inputs.variables.items()]
+        variables = inputs.typed()
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         radius = pair_distances(inputs.originals, inputs.avatars, variables, ranges)
         queries = inputs.originals.join(radius, ID)
