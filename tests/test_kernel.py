@@ -122,11 +122,21 @@ def test_null_rules():
 
 # ------------------------------------------------------------------ the index (fast path)
 
+import avatar_metrics.kernels.index as IX  # noqa: E402
 from avatar_metrics.kernels.index import CandidateIndex  # noqa: E402
 
+# the three ways of the index: its traversal, the plain scan of its points, and the
+# race between them (forced on every call here: the sample is one query in 32)
+HOWS = ("index", "flat", "auto")
 
-def index_search(Q, qids, C, cids, space, salt, state=None):
-    return CandidateIndex(C, cids, space).search(Q, qids, salt, state)
+
+@pytest.fixture
+def race_always(monkeypatch):
+    monkeypatch.setattr(IX, "RACE_MIN_QUERIES", 1)
+
+
+def index_search(Q, qids, C, cids, space, salt, state=None, how="auto"):
+    return CandidateIndex(C, cids, space).search(Q, qids, salt, state, how=how)
 
 
 @pytest.mark.parametrize("subset", range(len(SUBSETS)))
@@ -146,13 +156,15 @@ def random_space(rng, nv):
 
 
 @pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("AM_RANDOM_LAYOUTS", "24"))))
-def test_index_equals_plain_kernel_on_random_layouts(seed):
-    """Every path: exact and one-off profiles, far profiles, scans, null scan values, duplicates, negative ids."""
+def test_index_equals_plain_kernel_on_random_layouts(seed, race_always):
+    """Every path: exact and one-off profiles, far profiles, scans, null scan values, duplicates, negative ids;
+    the index's traversal, its plain scan and the race between them; the plain compiled kernel."""
     rng = np.random.default_rng(seed)
     nv = int(rng.integers(1, 7))
     is_cat = rng.random(nv) < 0.5
     nq, nc = int(rng.integers(1, 60)), int(rng.integers(1, 80))
-    levels = int(rng.integers(1, 6))
+    # every fifth layout has many levels: long lists of groups one position away, many far groups
+    levels = int(rng.integers(1, 6)) if seed % 5 else int(rng.integers(20, 60))
 
     def table(n):
         X = np.empty((n, nv))
@@ -174,15 +186,19 @@ def test_index_equals_plain_kernel_on_random_layouts(seed):
     cids = rng.permutation(np.arange(-nc, nc))[:nc].astype(np.int64) * 7919
     salt = K.search_salt(seed, "x")
     plain = K.search(Q, qids, C, cids, space, salt)
-    fast = index_search(Q, qids, C, cids, space, salt)
+    compiled = IX.plain_search(Q, qids, C, cids, space, salt)
     for f in ("d1", "d2", "n1", "cid", "key"):
-        assert np.array_equal(getattr(fast, f), getattr(plain, f)), f
-    # a state carried in from another block merges exactly too
-    half = nc // 2
-    first = index_search(Q, qids, C[:half], cids[:half], space, salt)
-    both = index_search(Q, qids, C[half:], cids[half:], space, salt, first)
-    for f in ("d1", "d2", "n1", "cid", "key"):
-        assert np.array_equal(getattr(both, f), getattr(plain, f)), f
+        assert np.array_equal(getattr(compiled, f), getattr(plain, f)), f
+    for how in HOWS:
+        fast = index_search(Q, qids, C, cids, space, salt, how=how)
+        for f in ("d1", "d2", "n1", "cid", "key"):
+            assert np.array_equal(getattr(fast, f), getattr(plain, f)), (how, f)
+        # a state carried in from another block merges exactly too
+        half = nc // 2
+        first = index_search(Q, qids, C[:half], cids[:half], space, salt, how=how)
+        both = index_search(Q, qids, C[half:], cids[half:], space, salt, first, how=how)
+        for f in ("d1", "d2", "n1", "cid", "key"):
+            assert np.array_equal(getattr(both, f), getattr(plain, f)), (how, f)
 
 
 # ------------------------------------------------------------------ counts within a radius
@@ -201,15 +217,16 @@ def within_reference(Q, qids, C, cids, space, salt, radius):
 
 
 @pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("AM_RANDOM_LAYOUTS", "24"))))
-def test_within_index_equals_plain_kernel(seed):
+def test_within_index_equals_plain_kernel(seed, race_always):
     """The count primitive: index against the plain kernel, radii at a candidate's distance (ties) or not."""
     rng = np.random.default_rng(1000 + seed)
     nv = int(rng.integers(1, 6))
     is_cat = rng.random(nv) < 0.5
     nq, nc = int(rng.integers(1, 40)), int(rng.integers(1, 60))
+    levels = 3 if seed % 5 else 40
 
     def table(n):
-        X = np.where(is_cat, rng.integers(0, 3, (n, nv)), np.round(rng.normal(0, 2, (n, nv)), 1)).astype(float)
+        X = np.where(is_cat, rng.integers(0, levels, (n, nv)), np.round(rng.normal(0, 2, (n, nv)), 1)).astype(float)
         X[rng.random((n, nv)) < 0.15] = np.nan
         return X
 
@@ -228,9 +245,12 @@ def test_within_index_equals_plain_kernel(seed):
     want = within_reference(Q, qids, C, cids, space, salt, radius)
     plain = K.within(Q, qids, C, cids, space, salt, radius, max_elements=int(rng.integers(1, 200)))
     assert list(zip(*(a.tolist() for a in plain))) == want
-    idx = CandidateIndex(C, cids, space)
-    got = idx.within(Q, qids, salt, radius)
+    got = IX.plain_within(Q, qids, C, cids, space, salt, radius)
     assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want
+    idx = CandidateIndex(C, cids, space)
+    for how in HOWS:
+        got = idx.within(Q, qids, salt, radius, how=how)
+        assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want, how
     # counts of two blocks add up, winners take the smallest
     half = nc // 2
     a = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius) if half else None

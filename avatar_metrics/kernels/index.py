@@ -19,7 +19,15 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    no query reaches it.
 3. **A sorted scan.** Within a group, points are sorted by one numeric
    variable; a query scans outward from its place and stops on each side when
-   that variable's own term, ``|x - y| / range / |V|``, exceeds ``d2``.
+   the group's H ones plus that variable's own term, ``(H + |x - y| / range) /
+   |V|`` (shrunk by the margin of the boxes below), exceeds ``d2``.
+4. **A race with the plain scan.** Where the bounds prune little (ids,
+   thousands of levels, many continuous variables), the traversal can cost
+   more than comparing every point. With 256 queries or more, one query in 32
+   goes through both, the traversal and the plain scan of every point (the
+   scan stopped as soon as it has cost more than the traversal); the faster
+   takes the other queries. Both give the same state bit for bit, so the
+   choice, which depends on timing, never changes a result.
 
 Why the bounds are safe in floating point: a distance is the float sum of
 non-negative terms in the order of V, divided by |V|. Rounding is monotone, so
@@ -43,6 +51,7 @@ the same order as the numpy kernel).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +63,7 @@ from .keyed import mix_jit as _mix
 from .keyed import query_salts
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, inline="always")
 def _distance(Q, q, P, p, is_cat, ranges, nv):
     s = 0.0
     for v in range(nv):
@@ -73,7 +82,7 @@ def _distance(Q, q, P, p, is_cat, ranges, nv):
     return s / nv
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, inline="always")
 def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
     """Fold point p at distance d into query q's state."""
     if d > d1[q] and d >= d2[q]:
@@ -106,7 +115,7 @@ def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
             bcid[q] = c_best
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, inline="always")
 def _count(q, p, d, members, moff, sq, radius, le, lt, bkey, bcid):
     """Count point p at distance d against query q's radius (``within`` mode)."""
     if d > radius[q]:
@@ -128,7 +137,7 @@ def _count(q, p, d, members, moff, sq, radius, le, lt, bkey, bcid):
 NEAREST, WITHIN = 0, 1  # the two folds of a visited point: top-2 state, or counts within a radius
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, inline="always")
 def _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid):
     if mode == NEAREST:  # a = d1, lim = d2
         _take(q, p, d, members, moff, sq, a, lim, n1, bkey, bcid)
@@ -203,9 +212,15 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges,
         if scan < 0 or np.isnan(x) or np.isnan(scanvals[start]):
             for p in range(start, stop):
                 d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                if d > a[q] and d >= lim[q]:
+                    continue
                 _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
             continue
         r = ranges[scan]
+        # a point's bound: its group's H ones plus its scan term, (H + gap / r) / |V|, shrunk by
+        # the box margin (the float sum of those terms in V's order may round below their sum)
+        h = np.floor(lb * nv + 0.5)
+        shrink = 1.0 - MARGIN_ULPS * (nv + 4) * 2.0**-53
         # first point with scan value >= x
         lo, hi = start, stop
         while lo < hi:
@@ -228,7 +243,7 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges,
                 left -= 1
                 gap = x - scanvals[p]
                 side = -1
-            bound = (gap / r if r > 0 else 0.0) / nv
+            bound = (h + gap / r) / nv * shrink
             if bound > lim[q]:
                 if side == 1:
                     right = stop
@@ -236,6 +251,8 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges,
                     left = start - 1
                 continue
             d = _distance(Q, q, P, p, is_cat, ranges, nv)
+            if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
+                continue
             _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
 
 
@@ -287,7 +304,33 @@ def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, r
                     members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes)
 
 
+@njit(cache=_CACHE)
+def _scan_list(Q, qsel, sq, lb, groups, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
+               members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
+    """Groups at one bound (the groups one position away), in one compiled call."""
+    for i in range(groups.shape[0]):
+        g = groups[i]
+        _scan_group(Q, qsel, sq, lb, P, gstart[g], gstop[g], scan, scanvals, is_cat, ranges, nv,
+                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes)
+
+
+@njit(cache=_CACHE)
+def _flat(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid):
+    """Every point for every query of ``qsel``: no bound, no pruning (the plain scan)."""
+    for i in range(qsel.shape[0]):
+        q = qsel[i]
+        for p in range(P.shape[0]):
+            d = _distance(Q, q, P, p, is_cat, ranges, nv)
+            if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
+                continue
+            _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
+
+
 BOX = 4  # points per box of ``_count_boxes``
+# The race of ``_traverse``: with this many queries or more, one in RACE_STRIDE
+# goes first through both ways, and the faster takes the others.
+RACE_MIN_QUERIES = 256
+RACE_STRIDE = 32
 
 
 def _boxes(P, moff, g_of_point, gstart, is_cat):
@@ -379,75 +422,154 @@ class CandidateIndex:
         self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
         self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
         self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
-        # the groups one position away from a profile: per position, the profile without it -> groups
-        self.wild: list[dict[bytes, list[int]]] = []
-        for j in range(nv):
-            d: dict[bytes, list[int]] = {}
-            rest = np.delete(self.gprof, j, axis=1)
-            for g in range(gkeys.size):
-                d.setdefault(rest[g].tobytes(), []).append(g)
-            self.wild.append(d)
+        # the groups one position away from a profile: per position j, the profile
+        # without j -> its groups (built at first use: a query profile needing it)
+        self._wild: list[dict[bytes, np.ndarray] | None] = [None] * nv
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         self.n_candidates = int(cids.shape[0])
+        self.choices: dict[str, int] = {}  # how the calls went: "index" or "flat" (the plain scan)
 
-    def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None) -> State:
+    def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None,
+               how: str = "auto") -> State:
         """Fold this block's candidates into the queries' top-2 state."""
         nq = Q.shape[0]
         st = State.empty(nq) if state is None else State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
         if nq and self.n_candidates:
             unused = np.zeros(nq, dtype=np.int64)
-            self._traverse(Q, qids, salt, (NEAREST, st.d1, st.d2, st.n1, unused, st.key, st.cid))
+            self._traverse(Q, qids, salt, (NEAREST, st.d1, st.d2, st.n1, unused, st.key, st.cid), how)
         return st
 
-    def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray) -> Within:
+    def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray, how: str = "auto") -> Within:
         """Per query, this block's candidates at most ``radius`` away (``le``), closer
         than it (``lt``), and the tie-break winner among those exactly at it."""
         nq = Q.shape[0]
         out = Within.empty(nq)
         if nq and self.n_candidates:
             radius = np.ascontiguousarray(radius, dtype=np.float64)
-            self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid))
+            self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid), how)
         return out
 
-    def _traverse(self, Q, qids, salt, fold):
-        """Visit, for each query, the groups whose bound H/|V| does not exceed its limit."""
+    def _wild_at(self, j: int) -> dict[bytes, np.ndarray]:
+        d = self._wild[j]
+        if d is None and self.gprof.shape[1] == 1:  # one variable: every group is one position away
+            d = self._wild[j] = {b"": np.arange(self.gprof.shape[0], dtype=np.int64)}
+        if d is None:
+            rest = _rows_as_bytes(np.delete(self.gprof, j, axis=1))
+            keys, inv = np.unique(rest, return_inverse=True)
+            order = np.argsort(inv, kind="stable")
+            cuts = np.searchsorted(inv[order], np.arange(1, keys.size))
+            d = {k.tobytes(): g for k, g in zip(keys, np.split(order.astype(np.int64), cuts))}
+            self._wild[j] = d
+        return d
+
+    def _traverse(self, Q, qids, salt, fold, how: str = "auto"):
+        """Fold this block into the queries' state: by the index, or by the plain scan of
+        every point (``how``: "index", "flat", or "auto": both race on a sample of the
+        queries and the faster takes the rest; either gives the same state, bit for bit)."""
         space = self.space
-        nv = space.n_vars
-        lim = fold[2]
         Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q))
         sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
         is_cat = np.ascontiguousarray(space.is_cat, dtype=np.bool_)
         ranges = np.ascontiguousarray(space.ranges, dtype=np.float64)
-        qprof = _profiles(Q, space.is_cat)
+        args = (self.P, is_cat, ranges, space.n_vars, self.members, self.moff, *fold)
+        nq = Q.shape[0]
+        rest = np.arange(nq, dtype=np.int64)
+        if how == "auto" and nq >= RACE_MIN_QUERIES:
+            for j in range(space.n_vars):  # built before the timing: the sample must not pay for them
+                self._wild_at(j)
+            sample = rest[::RACE_STRIDE]
+            t0 = time.perf_counter()
+            self._by_index(Q, sample, sq, args)
+            t_index = time.perf_counter() - t0
+            # the plain scan on the same queries, 1, 2, 4, ... at a time, stopped as soon
+            # as it has cost more than the index did (its state is dropped)
+            scratch = (fold[0], *(np.array(x) for x in fold[1:]))
+            done, step, t_flat = 0, 1, 0.0
+            while done < sample.size and t_flat <= t_index:
+                t0 = time.perf_counter()
+                _flat(Q, sample[done : done + step], sq, *args[:6], *scratch)
+                t_flat += time.perf_counter() - t0
+                done, step = done + step, 2 * step
+            how = "flat" if done >= sample.size and t_flat < t_index else "index"
+            rest = np.delete(rest, np.s_[::RACE_STRIDE])
+        self.choices[how] = self.choices.get(how, 0) + 1
+        if how == "flat":
+            _flat(Q, rest, sq, *args)
+        else:
+            self._by_index(Q, rest, sq, args)
+
+    def _by_index(self, Q, qs, sq, args):
+        """Visit, for each query of ``qs``, the groups whose bound H/|V| does not exceed its limit."""
+        if qs.size == 0:
+            return
+        nv = self.space.n_vars
+        lim = args[8]
+        extra = (*args[1:], self.boxes)
+        qprof = _profiles(Q[qs], self.space.is_cat)
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
         bounds = np.flatnonzero(np.r_[True, qinv[qorder][1:] != qinv[qorder][:-1], True])
-        args = (self.P, is_cat, ranges, nv, self.members, self.moff, *fold, self.boxes)
         n_groups = self.gprof.shape[0]
         for b in range(bounds.size - 1):
-            qsel = qorder[bounds[b] : bounds[b + 1]]
-            prof = qprof[qsel[0]]
+            qsel = qs[qorder[bounds[b] : bounds[b + 1]]]
+            prof = qprof[qorder[bounds[b]]]
             g0 = self.exact.get(prof.tobytes())
-            done = set()
+            visited = 0
             if g0 is not None:
-                self._group(Q, qsel, sq, 0.0, g0, args)
-                done.add(g0)
+                _scan_group(Q, qsel, sq, 0.0, self.P, int(self.gstart[g0]), int(self.gstop[g0]), self.scan,
+                            self.scanvals, *extra)
+                visited = 1
             lb1 = 1.0 / nv
             need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
-            if need.size == 0:
+            if need.size == 0 or visited == n_groups:
                 continue
-            for j in range(nv):  # H = 1: a lookup per position
-                for g in self.wild[j].get(np.delete(prof, j).tobytes(), ()):
-                    if g not in done:
-                        self._group(Q, need, sq, lb1, g, args)
-                        done.add(g)
+            near = [self._wild_at(j).get(np.delete(prof, j).tobytes()) for j in range(nv)]
+            near = [g for g in near if g is not None]
+            if near:  # H = 1: a lookup per position, the groups in one compiled call
+                groups = np.concatenate(near)
+                if g0 is not None:
+                    groups = groups[groups != g0]
+                _scan_list(Q, need, sq, lb1, groups, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
+                           *extra)
+                visited += groups.size
             need = need[lim[need] >= 2.0 / nv]
-            if need.size and len(done) < n_groups:  # H >= 2: one compiled walk
+            if need.size and visited < n_groups:  # H >= 2: one compiled walk
                 order, H = _by_hamming(prof, self.gprof)
                 _scan_far(Q, need, sq, order, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
-                          *args[1:])
+                          *extra)
 
-    def _group(self, Q, qsel, sq, lb, g, args):
-        P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid, boxes = args
-        _scan_group(Q, qsel, sq, lb, P, int(self.gstart[g]), int(self.gstop[g]), self.scan, self.scanvals,
-                    is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, key, cid, boxes)
+
+def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
+                 state: State | None = None) -> State:
+    """The plain compiled kernel: every candidate for every query, no index (the
+    benchmark's baseline, and what the index is checked against)."""
+    nq = Q.shape[0]
+    st = State.empty(nq) if state is None else State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
+    if nq and C.shape[0]:
+        P, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
+        _flat(Q, np.arange(nq, dtype=np.int64), sq, P, is_cat, ranges, space.n_vars, members, moff,
+              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid)
+    return st
+
+
+def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
+                 radius: np.ndarray) -> Within:
+    """``CandidateIndex.within`` by the plain compiled kernel."""
+    nq = Q.shape[0]
+    out = Within.empty(nq)
+    if nq and C.shape[0]:
+        P, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
+        r = np.ascontiguousarray(radius, dtype=np.float64)
+        _flat(Q, np.arange(nq, dtype=np.int64), sq, P, is_cat, ranges, space.n_vars, members, moff,
+              WITHIN, r, r, out.le, out.lt, out.key, out.cid)
+    return out
+
+
+def _plain_args(Q, qids, C, cids, space, salt):
+    P = np.ascontiguousarray(np.where(np.isnan(C), np.nan, C), dtype=np.float64).reshape(-1, space.n_vars)
+    members = np.ascontiguousarray(cids, dtype=np.int64)
+    moff = np.arange(members.size + 1, dtype=np.int64)
+    sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
+    return (P, members, moff, sq, np.ascontiguousarray(space.is_cat, dtype=np.bool_),
+            np.ascontiguousarray(space.ranges, dtype=np.float64),
+            np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q), dtype=np.float64))
