@@ -64,10 +64,26 @@ def get_session(cfg, debug: bool = False):
         # workers must start this interpreter, which has the package
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(cfg.spark_master).config("spark.ui.showConsoleProgress", "false")
+        cores = local_cores(cfg.spark_master)
+        if cores and "spark.sql.shuffle.partitions" not in cfg.spark_conf:
+            # Spark's 200 shuffle partitions make every aggregation of a small run 200 tasks
+            builder = builder.config("spark.sql.shuffle.partitions", str(max(4, 2 * cores)))
     builder = builder.config("spark.log.level", "WARN" if debug else "FATAL")
     for k, v in cfg.spark_conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate(), not submitted
+
+
+def local_cores(master: str) -> int | None:
+    """The cores of a ``local``, ``local[N]`` or ``local[*]`` master (None for a cluster)."""
+    import re
+
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if not m:
+        return None
+    if m.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -55,6 +55,8 @@ def write_example_config(tmp_path: Path, **extra) -> Path:
         "known_variables": ["age", "sex", "region", "children"],
         "seed": 3,
         "output": str(tmp_path / "out"),
+        # a run submitted to the test cluster gets no default from the command line
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4"}},
         **extra,
     }
     path = tmp_path / "job.yaml"

@@ -93,3 +93,15 @@ def test_library_config_needs_no_inputs():
     cfg = as_config({"known_variables": ["a", "b"]})
     assert cfg.originals is None and cfg.known_variables == ("a", "b")
     assert as_config(cfg) is cfg and as_config(None).seed == 0
+
+
+@pytest.mark.parametrize("master,cores", [("local", 1), ("local[3]", 3), ("local[4, 2]", 4), ("local[*]", "cpu"),
+                                          ("spark://127.0.0.1:7077", None), ("yarn", None),
+                                          ("local-cluster[2,1,1024]", None)])
+def test_local_cores_of_a_master(master, cores):
+    """An embedded local session gets 2 x its cores of shuffle partitions (not Spark's 200); a cluster none."""
+    import os
+
+    from avatar_metrics.cli import local_cores
+
+    assert local_cores(master) == ((os.cpu_count() or 1) if cores == "cpu" else cores)
