@@ -26,17 +26,24 @@ log = logging.getLogger("avatar_metrics")
 
 
 class _Timer:
-    def __init__(self):
+    """Times the steps, and tags the Spark jobs of each one ``avatar-metrics-<step>``
+    (seen in the Spark UI and event log; ``spark.interruptTag`` cancels a step)."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
         self.timings: dict[str, float] = {}
 
     @contextmanager
     def step(self, name: str):
         log.info("step %s: started", name)
+        tag = f"avatar-metrics-{name}"
+        self.spark.addTag(tag)
         t0 = time.perf_counter()
         try:
             yield
         finally:
             dt = time.perf_counter() - t0
+            self.spark.removeTag(tag)
             self.timings[name] = dt
             log.info("step %s: done in %.1f s", name, dt)
 
@@ -77,7 +84,7 @@ def evaluate(
                           "rename the key column, or set records: false")
     sources = [(role, f) for role, df in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
                if df is not None for f in input_files(df)]
-    timer = _Timer()
+    timer = _Timer(spark)
     t0 = time.perf_counter()
     with timer.step("inputs"):
         inputs = prepare_inputs(originals, avatars, holdout, cfg)

@@ -104,6 +104,24 @@ def test_linkability_shuffled_halves(spark, frames):
     assert m["value"] == value and m["details"]["linked"] == linked
 
 
+def test_linkability_counts_tied_pairs_and_warns_when_coarse(spark, frames, monkeypatch, caplog):
+    """tied_pairs: avatars at the nearest distance summed over the originals (every one is hashed for
+    the tie-break); above COARSE_TIES per original on average the log says the half is coarse."""
+    import avatar_metrics.metrics.linkability as L
+
+    O, A = frames
+    halves = [["flag"], ["cat3", "i_small"]]
+    ranges = {"i_small": ref.column_range([O, A], "i_small")}
+    want = [sum(r[2] for r in ref.nearest(O, A, h, KINDS, ranges, 5, f"linkability/{s}")) for h, s in zip(halves, "AB")]
+    assert want[0] > 10 * len(O) > want[1]  # one binary variable ties every original with about n/2 avatars
+    monkeypatch.setattr(L, "COARSE_TIES", 10)
+    with caplog.at_level("WARNING", logger="avatar_metrics"):
+        m = run(spark, O, A, 2, linkability_halves=halves, seed=5)["metrics"]["linkability_protection_rate"]
+    assert m["details"]["tied_pairs"] == want
+    coarse = [r.getMessage() for r in caplog.records if "coarse" in r.getMessage()]
+    assert len(coarse) == 1 and "['flag']" in coarse[0]
+
+
 def test_split_known_depends_on_seed_only():
     known = [f"v{i}" for i in range(9)]
     assert split_known(known, 1) == split_known(list(reversed(known)), 1)

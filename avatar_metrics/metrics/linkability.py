@@ -10,6 +10,8 @@ LPR = 100 * (1 - linked / n).
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -25,6 +27,12 @@ from .base import Metric
 KEY_NAME = "linkability_protection_rate"
 
 SEARCHES = ("linkability/A", "linkability/B")
+
+# Avatars tied at the nearest distance, per original on average, above which a
+# half is called coarse in the log (each tie is hashed for the tie-break).
+COARSE_TIES = 1000
+
+log = logging.getLogger("avatar_metrics")
 
 
 def split_known(known, seed: int) -> tuple[list[str], list[str]]:
@@ -73,6 +81,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             F.sum((F.col("ca") == F.col("cb")).cast("long")).alias("linked"),
             F.sum((F.col("na") > 1).cast("long")).alias("ties_a"),
             F.sum((F.col("nb") > 1).cast("long")).alias("ties_b"),
+            F.sum("na").alias("pairs_a"),
+            F.sum("nb").alias("pairs_b"),
         ).collect()[0]
     finally:
         for r in results:
@@ -82,6 +92,15 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     if row["n"] != n:
         raise RuntimeError(f"linkability searches returned {row['n']} of {n} originals")
     linked = int(row["linked"] or 0)
+    tied = [int(row["pairs_a"] or 0), int(row["pairs_b"] or 0)]
+    for half, pairs in zip(halves, tied):
+        if n and pairs / n > COARSE_TIES:
+            log.warning(
+                "linkability: the half %s ties each original with %.0f avatars on average at its nearest distance "
+                "(%d pairs): the spec's tie-break hashes every one, so this search costs about n x %.0f hashes. "
+                "Halves this coarse also make the rate say little: add variables to the halves "
+                "(linkability_halves, known_variables) to make them finer.",
+                half, pairs / n, pairs, pairs / n)
     result = MetricResult.ok(
         100.0 * (1.0 - linked / n),
         target,
@@ -91,6 +110,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             "linked": linked,
             "n": n,
             "queries_with_ties": [int(row["ties_a"] or 0), int(row["ties_b"] or 0)],
+            "tied_pairs": tied,
         },
     )
     result.records = records
