@@ -1,6 +1,7 @@
 """Benchmark: the whole job on generated data of a given size. Not a test.
 
     python bench/run.py --n 100000 [--n 1000000] [--shape default] [--master local[2]] [--brute-sample 2000]
+                        [--anonymeter PYTHON]
 
 For each size: generates (once, deterministically, under bench/data/) the
 originals, avatar-like avatars (k = 10) and a holdout of the same size, of
@@ -9,8 +10,13 @@ integers, continuous numbers, categories of 2 to 40 levels, about 1 % nulls,
 4 known variables); runs ``avatar-metrics run`` in a subprocess with a local
 Spark; prints one line per step and a total line: wall seconds, records per
 second, and the peak memory (RSS) of the driver (JVM + Python) and of the
-Python workers, sampled from /proc; and the share of the run taken by the
-metrics beyond the four seed ones.
+Python workers, sampled from /proc; the Spark jobs each step started (from
+the event log: the library tags its jobs ``avatar-metrics-<step>``); and the
+share of the run taken by the metrics beyond the four seed ones.
+
+``--anonymeter PYTHON`` also runs anonymeter 1.1's Linkability on the same
+tables with that interpreter (``bench/anonymeter_side.py``; anonymeter is not
+a dependency of this project: install it in another virtual environment).
 
 ``--brute-sample S`` also times the plain numpy brute-force kernel
 (``kernels.gower.search``) on S originals against all avatars, on all the
@@ -110,8 +116,12 @@ def run_job(n: int, data: Path, master: str, extra: list[str]) -> dict:
             "known_variables": known["known"],
             "linkability_halves": known.get("halves"),
             "output": str(out),
-            "spark": {"master": master, "conf": {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8"}},
+            "spark": {"master": master, "conf": {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8",
+                                                 "spark.eventLog.enabled": "true",
+                                                 "spark.eventLog.dir": Path(tmp).as_uri() + "/events",
+                                                 "spark.eventLog.compress": "false"}},
         }))
+        (Path(tmp) / "events").mkdir()
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         cmd = [sys.executable, "-m", "avatar_metrics", "run", "--config", str(cfg), *extra]
         t0 = time.perf_counter()
@@ -138,7 +148,37 @@ def run_job(n: int, data: Path, master: str, extra: list[str]) -> dict:
             raise SystemExit(f"job failed with exit code {rc}")
         report = json.loads((out / "report.json").read_text())
         progress = [line for line in (Path(tmp) / "log").read_text().splitlines() if "avatar-metrics" in line]
-    return {"report": report, "wall": wall, "peak_driver": peak[0], "peak_workers": peak[1], "log": progress}
+        jobs = spark_jobs(Path(tmp) / "events")
+    return {"report": report, "wall": wall, "peak_driver": peak[0], "peak_workers": peak[1], "log": progress,
+            "jobs": jobs}
+
+
+def spark_jobs(events: Path) -> dict[str, int]:
+    """Spark jobs started, per step (the tag ``avatar-metrics-<step>`` of the library), from the event log."""
+    out: dict[str, int] = {}
+    ends = {}
+    for f in sorted(p for p in events.rglob("*") if p.is_file()):
+        with open(f) as fh:
+            for line in fh:
+                if '"SparkListenerJobEnd"' in line:
+                    ev = json.loads(line)
+                    ends[ev["Job ID"]] = ev["Completion Time"]
+    for f in sorted(p for p in events.rglob("*") if p.is_file()):  # Spark 4: a folder of rolled files
+        with open(f) as fh:
+            for line in fh:
+                if '"SparkListenerJobStart"' not in line:
+                    continue
+                ev = json.loads(line)
+                tags = ev.get("Properties", {}).get("spark.job.tags", "")
+                if os.environ.get("AM_BENCH_JOBS"):  # where each job comes from
+                    stages = ev.get("Stage Infos") or [{}]
+                    print("job", ev.get("Job ID"), [t.split("avatar-metrics-")[1] for t in tags.split(",") if "avatar-metrics-" in t],
+                          ev.get("Submission Time"), ends.get(ev.get("Job ID"), 0) - ev.get("Submission Time", 0),
+                          sum(s.get("Number of Tasks", 0) for s in stages), stages[-1].get("Stage Name"), file=sys.stderr)
+                steps = [t.split("avatar-metrics-", 1)[1] for t in tags.split(",") if "avatar-metrics-" in t]
+                step = steps[0] if steps else "(outside the steps: writing the outputs)"
+                out[step] = out.get(step, 0) + 1
+    return out
 
 
 def brute_force(n: int, data: Path, sample: int) -> float:
@@ -183,6 +223,8 @@ def main() -> None:
     p.add_argument("--brute-sample", type=int, default=0, help="time the plain kernel on this many originals")
     p.add_argument("--data", default=str(ROOT / "bench" / "data"))
     p.add_argument("--set", action="append", default=[], help="passed to avatar-metrics run --set")
+    p.add_argument("--anonymeter", metavar="PYTHON",
+                   help="also time anonymeter's Linkability on the same tables, with this Python (it has anonymeter 1.1)")
     a = p.parse_args()
     sizes = a.n or [100_000]
     rows = []
@@ -192,11 +234,15 @@ def main() -> None:
         rep = res["report"]
         t = rep["timings"]
         print(f"\n== shape {a.shape}, n = {n:,} originals, {n:,} avatars, {n:,} holdout; master {a.master}")
-        print(f"{'step':<34}{'seconds':>10}{'records/s':>12}")
+        print(f"{'step':<34}{'seconds':>10}{'records/s':>12}{'Spark jobs':>12}")
+        jobs = res["jobs"]
         for step, sec in t.items():
             if step != "total":
-                print(f"{step:<34}{sec:>10.1f}{n / max(sec, 1e-9):>12,.0f}")
-        print(f"{'total (job, in the library)':<34}{t['total']:>10.1f}{n / t['total']:>12,.0f}")
+                print(f"{step:<34}{sec:>10.1f}{n / max(sec, 1e-9):>12,.0f}{jobs.get(step, 0):>12}")
+        for step, k in jobs.items():
+            if step not in t:
+                print(f"{step:<34}{'':>10}{'':>12}{k:>12}")
+        print(f"{'total (job, in the library)':<34}{t['total']:>10.1f}{n / t['total']:>12,.0f}{sum(jobs.values()):>12}")
         print(f"{'total (wall, with Spark start)':<34}{res['wall']:>10.1f}{n / res['wall']:>12,.0f}")
         gib = 1024 ** 3
         print(f"peak memory: driver (JVM + Python) {res['peak_driver'] / gib:.2f} GiB, "
@@ -213,6 +259,17 @@ def main() -> None:
             row["brute"] = est
             print(f"plain brute-force kernel (two full searches, extrapolated from {a.brute_sample} originals): "
                   f"{est:,.0f} s, {est / t['closest_rate']:.0f}x the indexed Closest Rate step")
+        if a.anonymeter:
+            halves = rep["metrics"]["linkability_protection_rate"]["details"]["halves"]
+            t0 = time.perf_counter()
+            out = subprocess.run([a.anonymeter, str(ROOT / "bench" / "anonymeter_side.py"), str(data), json.dumps(halves)],
+                                 capture_output=True, text=True, check=True)
+            wall = time.perf_counter() - t0
+            am = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"anonymeter 1.1 Linkability on the same tables (halves {halves}, every original attacked, "
+                  f"holdout as control): evaluate {am['evaluate']:.1f} s, process {wall:.1f} s")
+            print(f"this whole report (wall, Spark start included) / anonymeter's Linkability evaluate: "
+                  f"{res['wall'] / am['evaluate']:.2f}; / its whole process: {res['wall'] / wall:.2f}")
         rows.append(row)
     if len(rows) > 1:
         base = rows[0]
