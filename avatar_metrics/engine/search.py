@@ -216,13 +216,24 @@ def within(
     return _search(queries, candidates, variables, ranges, name, search, n_candidates, WITHIN)
 
 
+def shuffle_partitions(spark) -> int | None:
+    """``spark.sql.shuffle.partitions`` when it is a number (Databricks may say "auto")."""
+    try:
+        n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
 def _search(queries, candidates, variables, ranges, name, search, n_candidates, fold: Fold) -> DataFrame:
     variables = list(variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
     salt = search_salt(search.seed, name)
     q = _select(queries, variables, fold.carry)
-    if search.query_partitions:
-        q = q.repartition(search.query_partitions, ID)
+    parts = search.query_partitions or shuffle_partitions(queries.sparkSession)
+    if parts:
+        # a table read from one file is often one partition: one core would do the whole search
+        q = q.repartition(parts, ID)
     c = _select(candidates, variables)
     if n_candidates is None:
         n_candidates = c.count()
