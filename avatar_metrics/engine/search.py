@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -61,6 +62,7 @@ class Block:
     C: np.ndarray
     cids: np.ndarray
     uniques: list  # per variable: pandas Index of the block's categories (None for numeric)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this block in the workers' cache
 
 
 def encode_block(pdf: pd.DataFrame, variables: Sequence[Variable]) -> Block:
@@ -161,11 +163,24 @@ def merge_within(parts: DataFrame) -> DataFrame:
     return g.select(ID, "le", "lt", F.col("b.key").alias("key"), F.col("b.cid").alias("cid"))
 
 
+_LAST_INDEX: dict = {}  # in a Python worker: the index of the last block it searched
+
+
+def _index_of(block: Block, space: Space) -> CandidateIndex:
+    """The block's index, built once per Python worker: the tasks of one pass that a
+    reused worker runs one after another share it. Only the last block's is kept."""
+    key = (block.token, space.is_cat.tobytes(), space.ranges.tobytes())
+    if _LAST_INDEX.get("key") != key:
+        _LAST_INDEX.clear()
+        _LAST_INDEX["index"] = CandidateIndex(block.C, block.cids, space)
+        _LAST_INDEX["key"] = key
+    return _LAST_INDEX["index"]
+
+
 def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema, fold: Fold) -> DataFrame:
     """One pass: fold a block of candidates into the state carried by the queries."""
     def run(batches):
-        # built per task, and dropped with it: idle reused workers keep no index
-        index = CandidateIndex(block.C, block.cids, space)
+        index = _index_of(block, space)
         for pdf in _rechunk(batches, QUERY_CHUNK):
             qids = pdf[ID].to_numpy(dtype=np.int64)
             fold.step(index, encode_queries(pdf, variables, block), qids, salt, pdf)
