@@ -65,7 +65,7 @@ class SearchSettings:
 
     seed: int
     block_size: int  # candidates shipped to the executors per pass
-    query_partitions: int | None  # repartition the queries (None: spark.sql.shuffle.partitions)
+    query_partitions: int | None  # repartition the queries (None: engine.search decides by their number)
 
 
 def metric_registry():

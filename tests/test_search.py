@@ -33,7 +33,7 @@ def expected(frames):
     return out
 
 
-def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None):
+def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None):
     cfg = as_config({"row_key": "rid"})
     o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
     a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
@@ -43,7 +43,8 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         res = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
-                      search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions))
+                      search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions),
+                      n_queries=n_queries)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
     finally:
@@ -67,6 +68,16 @@ def test_block_of_one_record_and_query_partitions(spark, frames, expected):
     want = ref.nearest(O, A, names, KINDS, ranges, seed=5, search="test/1")
     assert any(n > 1 for *_, n, _ in [(w[0], w[1], w[2], w[3]) for w in want])
     assert run_search(spark, O, A, 1, 3, block_size=1, query_partitions=5) == want
+
+
+def test_default_repartitioning_of_the_queries(spark, frames, expected, monkeypatch):
+    """query_partitions null: with enough queries per partition they are repartitioned into
+    spark.sql.shuffle.partitions (4 in the suite); the states are the same."""
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    monkeypatch.setattr(S, "MIN_QUERIES_PER_PARTITION", 1)
+    assert run_search(spark, O, A, 0, 1, block_size=40, n_queries=len(O)) == expected[0]
 
 
 def test_any_arrow_batch_size(spark, frames, expected):

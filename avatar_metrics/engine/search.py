@@ -198,6 +198,7 @@ def nearest(
     name: str,
     search: SearchSettings,
     n_candidates: int | None = None,
+    n_queries: int | None = None,
 ) -> DataFrame:
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
 
@@ -207,7 +208,7 @@ def nearest(
     (the caller unpersists it). The result is the same whatever the number
     and order of the blocks.
     """
-    return _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST)
+    return _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST, n_queries)
 
 
 def within(
@@ -219,6 +220,7 @@ def within(
     name: str,
     search: SearchSettings,
     n_candidates: int | None = None,
+    n_queries: int | None = None,
 ) -> DataFrame:
     """For every query with a ``radius`` column: ``le`` and ``lt``, the candidates at
     distance at most and less than its radius, and ``key``/``cid``, the tie-break
@@ -228,7 +230,7 @@ def within(
     distance to one candidate, say). Same blocks, passes and caching as
     ``nearest``; counts of blocks add up exactly.
     """
-    return _search(queries, candidates, variables, ranges, name, search, n_candidates, WITHIN)
+    return _search(queries, candidates, variables, ranges, name, search, n_candidates, WITHIN, n_queries)
 
 
 def shuffle_partitions(spark) -> int | None:
@@ -240,14 +242,23 @@ def shuffle_partitions(spark) -> int | None:
     return n if n > 0 else None
 
 
-def _search(queries, candidates, variables, ranges, name, search, n_candidates, fold: Fold) -> DataFrame:
+# queries per partition below which a search does not repartition them by default
+MIN_QUERIES_PER_PARTITION = 10_000
+
+
+def _search(queries, candidates, variables, ranges, name, search, n_candidates, fold: Fold,
+            n_queries: int | None = None) -> DataFrame:
     variables = list(variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
     salt = search_salt(search.seed, name)
     q = _select(queries, variables, fold.carry)
-    parts = search.query_partitions or shuffle_partitions(queries.sparkSession)
+    parts = search.query_partitions
+    if not parts and n_queries is not None:
+        # a table read from one file is often one partition: one core would do the whole
+        # search; small tables stay as they are (a shuffle costs more than it saves there)
+        parts = min(shuffle_partitions(queries.sparkSession) or 0, n_queries // MIN_QUERIES_PER_PARTITION)
+        parts = parts if parts >= 2 else None
     if parts:
-        # a table read from one file is often one partition: one core would do the whole search
         q = q.repartition(parts, ID)
     c = _select(candidates, variables)
     if n_candidates is None:

@@ -122,7 +122,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     try:
         for name, candidates, count in zip(SEARCHES, (ref.wa, ref.ho), (ref.n_wa, ref.n_ho)):
             results.append(nearest(ref.wo, candidates, variables, ranges, name=name, search=cfg.search,
-                                   n_candidates=count))
+                                   n_candidates=count, n_queries=ref.n_wo))
         rec = per_record(*results).cache()
         q = cfg.quantile
         (tau_d, med_d_ho), _ = midpoint_percentiles(rec, "d_ho", [q, 50])

@@ -63,7 +63,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         for name, half in zip(SEARCHES, halves):
             variables = inputs.typed(half)
             res = nearest(inputs.originals, inputs.avatars, variables, ranges_of(stats, variables),
-                          name=name, search=cfg.search, n_candidates=inputs.n_avatars)
+                          name=name, search=cfg.search, n_candidates=inputs.n_avatars,
+                          n_queries=inputs.n_originals)
             results.append(res)
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))

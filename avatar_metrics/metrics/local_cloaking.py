@@ -41,7 +41,7 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
         radius = pair_distances(inputs.originals, inputs.avatars, variables, ranges)
         queries = inputs.originals.join(radius, ID)
         counts = within(queries, inputs.avatars, variables, ranges, name=SEARCH, search=cfg.search,
-                        n_candidates=inputs.n_avatars)
+                        n_candidates=inputs.n_avatars, n_queries=inputs.n_originals)
         out = counts.select(
             ID,
             (F.col("le") - 1).alias("local_cloaking"),
