@@ -186,29 +186,16 @@ def brute_force(n: int, data: Path, sample: int) -> float:
     import numpy as np
     import pandas as pd
 
-    from avatar_metrics.kernels.gower import Space, search, search_salt
+    from avatar_metrics.kernels.gower import search, search_salt
 
     O = pd.read_parquet(data / "originals.parquet").iloc[:sample]
     A = pd.read_parquet(data / "avatars.parquet")
     H = pd.read_parquet(data / "holdout.parquet")
-    cols = list(O.columns)
-    Q = np.empty((len(O), len(cols)))
-    C = np.empty((len(A), len(cols)))
-    is_cat = np.zeros(len(cols), bool)
-    ranges = np.zeros(len(cols))
-    for i, c in enumerate(cols):
-        if pd.api.types.is_numeric_dtype(O[c]) and not pd.api.types.is_bool_dtype(O[c]):
-            Q[:, i] = O[c].to_numpy(float, na_value=np.nan)
-            C[:, i] = A[c].to_numpy(float, na_value=np.nan)
-            allv = np.r_[Q[:, i], C[:, i], H[c].to_numpy(float, na_value=np.nan)]
-            ranges[i] = np.nanmax(allv) - np.nanmin(allv)
-        else:
-            uniq = pd.Index(pd.unique(pd.concat([O[c], A[c]]).dropna()))
-            Q[:, i] = np.where(O[c].isna(), np.nan, uniq.get_indexer(O[c]))
-            C[:, i] = np.where(A[c].isna(), np.nan, uniq.get_indexer(A[c]))
-            is_cat[i] = True
+    from kernels import encode
+
+    Q, C, space = encode(O, A, H)
     t0 = time.perf_counter()
-    search(Q, np.arange(len(O)), C, np.arange(len(A)), Space(is_cat, ranges), search_salt(0, "bench"))
+    search(Q, np.arange(len(O)), C, np.arange(len(A)), space, search_salt(0, "bench"))
     per_query = (time.perf_counter() - t0) / len(O)
     # the job runs two searches over all variables (avatars, holdout) and two
     # over the halves of the known variables (a lower cost, ignored here)
