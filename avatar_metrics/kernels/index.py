@@ -433,7 +433,7 @@ class CandidateIndex:
                how: str = "auto") -> State:
         """Fold this block's candidates into the queries' top-2 state."""
         nq = Q.shape[0]
-        st = State.empty(nq) if state is None else State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
+        st = _start_state(nq, state)
         if nq and self.n_candidates:
             unused = np.zeros(nq, dtype=np.int64)
             self._traverse(Q, qids, salt, (NEAREST, st.d1, st.d2, st.n1, unused, st.key, st.cid), how)
@@ -544,7 +544,7 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     """The plain compiled kernel: every candidate for every query, no index (the
     benchmark's baseline, and what the index is checked against)."""
     nq = Q.shape[0]
-    st = State.empty(nq) if state is None else State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
+    st = _start_state(nq, state)
     if nq and C.shape[0]:
         P, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         _flat(Q, np.arange(nq, dtype=np.int64), sq, P, is_cat, ranges, space.n_vars, members, moff,
@@ -563,6 +563,13 @@ def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
         _flat(Q, np.arange(nq, dtype=np.int64), sq, P, is_cat, ranges, space.n_vars, members, moff,
               WITHIN, r, r, out.le, out.lt, out.key, out.cid)
     return out
+
+
+def _start_state(nq: int, state: State | None) -> State:
+    """A fresh state, or a copy of the one carried in (the caller's arrays stay as they were)."""
+    if state is None:
+        return State.empty(nq)
+    return State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
 
 
 def _plain_args(Q, qids, C, cids, space, salt):
