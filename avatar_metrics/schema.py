@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import ID, KEY, RESERVED_PREFIX, col, with_position
+from .io import ID, KEY, RESERVED_PREFIX, cache_plain, col, with_position
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
             df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, integral)
         else:
             df = _clean(with_position(raw), variables, F.col(ID), integral=integral)
-        df = df.cache()
+        df = cache_plain(df)
         st = table_stats(df, variables)
         if cfg.row_key is not None:
             check_keys(role, df, raw, cfg.row_key)

@@ -8,13 +8,14 @@ All counting is done by Spark; only one row of counts reaches the driver.
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
 from ..io import ID, col
 from ..plots import bars_svg, figure
 from ..report import MetricResult
-from ..schema import Inputs
+from ..schema import INTEGRAL_TYPES, NUMERIC_TYPES, Inputs
 from .base import Metric
 
 KEY_NAME = "column_direct_match_protection"
@@ -23,6 +24,33 @@ KEY_NAME = "column_direct_match_protection"
 def protection(m: int, u: int, n: int) -> float:
     """P_c from integer counts (the product and n^2 are exact integers)."""
     return 100.0 * (1.0 - (m * u) / (n * n))
+
+
+def distinct_values(df: DataFrame, names: list[str]) -> list[int]:
+    """Distinct values of each column, null counted as one value.
+
+    One pass: every record becomes one narrow row per column (column index,
+    and the value in the slot of its type), and Spark counts the distinct
+    rows per index. ``count_distinct`` over many columns at once expands each
+    record into one row per column as wide as the table, which costs half as
+    much again (census-shaped, 1,000,000 x 16: 7.6 s against 4.7 s).
+    Integers keep their own slot: 64-bit codes would merge as doubles.
+    """
+    slots = {"l": "long", "x": "double", "s": "string"}
+    parts = []
+    for i, c in enumerate(names):
+        dt = df.schema[c].dataType
+        slot = "l" if isinstance(dt, INTEGRAL_TYPES) else "x" if isinstance(dt, NUMERIC_TYPES) else "s"
+        fields = [F.lit(i).alias("i")]
+        for name, typ in slots.items():
+            fields.append((col(c).cast(typ) if name == slot else F.lit(None).cast(typ)).alias(name))
+        parts.append(F.struct(*fields))
+    rows = (df.select(F.explode(F.array(*parts)).alias("p")).select("p.*").distinct()
+            .groupBy("i").count().collect())
+    out = [0] * len(names)
+    for r in rows:
+        out[r["i"]] = int(r["count"])
+    return out
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -34,23 +62,19 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     n = inputs.n_originals
     o = inputs.originals.select(ID, *[col(c).alias(f"o{i}") for i, c in enumerate(names)])
     a = inputs.avatars.select(ID, *[col(c).alias(f"a{i}") for i, c in enumerate(names)])
-    matches = o.join(a, ID).agg(
+    # a hash join: both sides are keyed by a unique id, so sorting them buys nothing
+    matches = o.hint("shuffle_hash").join(a, ID).agg(
         F.count(F.lit(1)).alias("rows"),
         *[F.sum(F.col(f"o{i}").eqNullSafe(F.col(f"a{i}")).cast("long")).alias(f"m{i}") for i in range(len(names))],
     ).collect()[0]
     if matches["rows"] != n:  # prepare_inputs guarantees alignment; keep the check honest
         raise RuntimeError(f"alignment joined {matches['rows']} of {n} records")
-    distinct = inputs.avatars.agg(
-        *[
-            (F.count_distinct(col(c)) + F.max(col(c).isNull().cast("int"))).alias(f"u{i}")
-            for i, c in enumerate(names)
-        ]
-    ).collect()[0]
+    distinct = distinct_values(inputs.avatars, names)
 
     columns = {}
     counts = {}
     for i, c in enumerate(names):
-        m, u = int(matches[f"m{i}"] or 0), int(distinct[f"u{i}"])
+        m, u = int(matches[f"m{i}"] or 0), distinct[i]
         counts[c] = {"matches": m, "distinct_avatar_values": u}
         columns[c] = protection(m, u, n)
     value = min(columns.values())

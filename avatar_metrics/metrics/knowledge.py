@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..engine.aggregate import exact_sums
-from ..io import ID, col
+from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..config import Config
 from ..plots import bars_svg, figure
@@ -56,11 +56,11 @@ def bins_for(n: int, vmin, vmax, mean: float, sd: float) -> Bins:
     return Bins(lo=lo, step=step)
 
 
-def _binned(df: DataFrame, known, kinds, bins: dict[str, Bins]) -> DataFrame:
+def _binned(df: DataFrame, names, kinds, bins: list[Bins | None]) -> DataFrame:
+    """``ID`` and the binned profile ``k0, k1, ...`` from the columns ``names``."""
     cols = [F.col(ID)]
-    for i, (c, kind) in enumerate(zip(known, kinds)):
+    for i, (c, kind, b) in enumerate(zip(names, kinds, bins)):
         if kind == "numeric":
-            b = bins[c]
             x = col(c).cast("double")
             if b.step is None:
                 binned = F.when(x.isNull(), F.lit(None).cast("double")).otherwise(F.lit(0.0))
@@ -76,7 +76,7 @@ def _binned(df: DataFrame, known, kinds, bins: dict[str, Bins]) -> DataFrame:
 
 
 def unique_profiles(df: DataFrame, cols) -> DataFrame:
-    """Records whose profile on ``cols`` occurs exactly once (null is a value)."""
+    """The profiles on ``cols`` that occur exactly once (null is a value), with their record's id."""
     return df.groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"), F.min(ID).alias(ID)).filter("__c = 1").drop("__c")
 
 
@@ -90,49 +90,50 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     n = inputs.n_originals
     kcols = [f"k{i}" for i in range(len(known))]
 
-    o_raw = inputs.originals.select(ID, *[col(c).alias(f"k{i}") for i, c in enumerate(known)])
-    u_ids = unique_profiles(o_raw, kcols).select(ID)
-    U = inputs.originals.join(u_ids, ID).cache()
+    # U straight from the grouping: a unique profile is its record's known values
+    # (grouping takes -0.0 as 0.0, which changes no statistic and no bin)
+    o_raw = inputs.originals.select(ID, *[col(c).alias(k) for k, c in zip(kcols, known)])
+    U = cache_plain(unique_profiles(o_raw, kcols))
     try:
-        n_u = U.count()
-        numeric = [c for c, k in zip(known, kinds) if k == "numeric"]
-        bins: dict[str, Bins] = {}
+        numeric = [k for k, kind in zip(kcols, kinds) if kind == "numeric"]
+        first = U.agg(
+            F.count(F.lit(1)).alias("n"),
+            *[F.min(col(k).cast("double")).alias(f"lo{k}") for k in numeric],
+            *[F.max(col(k).cast("double")).alias(f"hi{k}") for k in numeric],
+        ).collect()[0]
+        n_u = first["n"]
+        bins: list[Bins | None] = [None] * len(known)
         if numeric:
-            mm = U.agg(
-                *[F.min(col(c).cast("double")).alias(f"lo{i}") for i, c in enumerate(numeric)],
-                *[F.max(col(c).cast("double")).alias(f"hi{i}") for i, c in enumerate(numeric)],
-            ).collect()[0]
-            sums = exact_sums(U, {c: col(c) for c in numeric})
-            means = {c: (mean_of(s, cnt) if cnt else math.nan) for c, (s, cnt) in sums.items()}
-            scale = {c: deviation_scale(max(mm[f"hi{i}"] - means[c], means[c] - mm[f"lo{i}"]))
-                     for i, c in enumerate(numeric) if sums[c][1]}
+            sums = exact_sums(U, {k: col(k) for k in numeric})
+            means = {k: (mean_of(s, cnt) if cnt else math.nan) for k, (s, cnt) in sums.items()}
+            scale = {k: deviation_scale(max(first[f"hi{k}"] - means[k], means[k] - first[f"lo{k}"]))
+                     for k in numeric if sums[k][1]}
 
-            def square(c):
-                d = (col(c).cast("double") - F.lit(means[c])) * F.lit(2.0 ** -scale[c])
+            def square(k):
+                d = (col(k).cast("double") - F.lit(means[k])) * F.lit(2.0 ** -scale[k])
                 return d * d
 
-            dev = exact_sums(U, {c: square(c) for c in scale})
-            for i, c in enumerate(numeric):
-                cnt = sums[c][1]
-                sd = math.ldexp(sd_of(dev[c][0], cnt), scale[c]) if cnt else math.nan
-                bins[c] = bins_for(cnt, mm[f"lo{i}"], mm[f"hi{i}"], means[c], sd)
+            dev = exact_sums(U, {k: square(k) for k in scale})
+            for i, k in enumerate(kcols):
+                if k in sums:
+                    cnt = sums[k][1]
+                    sd = math.ldexp(sd_of(dev[k][0], cnt), scale[k]) if cnt else math.nan
+                    bins[i] = bins_for(cnt, first[f"lo{k}"], first[f"hi{k}"], means[k], sd)
 
-        u_binned = _binned(U, known, kinds, bins)
+        u_binned = _binned(U, kcols, kinds, bins)
         a_binned = _binned(inputs.avatars, known, kinds, bins)
-        b1 = unique_profiles(a_binned, kcols).drop(ID)
+        b1 = unique_profiles(a_binned, kcols).select(*kcols, F.lit(True).alias("__hit"))
         cond = [u_binned[k].eqNullSafe(b1[k]) for k in kcols]
-        matched_ids = u_binned.join(b1, cond, "left_semi").select(ID, F.lit(True).alias("kpr_matched"))
         records = None
         if keep_records:
-            records = (
-                U.select(ID, F.lit(True).alias("kpr_unique"))
-                .join(matched_ids, ID, "left")
-                .select(ID, "kpr_unique", F.coalesce("kpr_matched", F.lit(False)).alias("kpr_matched"))
-                .cache()
+            # one join: b1 has each profile once, so every record of U comes out once
+            records = cache_plain(
+                u_binned.join(b1, cond, "left")
+                .select(ID, F.lit(True).alias("kpr_unique"), F.coalesce("__hit", F.lit(False)).alias("kpr_matched"))
             )
             matched = records.filter("kpr_matched").count()
         else:
-            matched = matched_ids.count()
+            matched = u_binned.join(b1, cond, "left_semi").count()
     finally:
         U.unpersist()
 
@@ -145,7 +146,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             "matched": matched,
             "n": n,
             "known_variables": known,
-            "bins": {c: b.to_dict() for c, b in bins.items()},
+            "bins": {c: b.to_dict() for c, b in zip(known, bins) if b is not None},
         },
     )
     result.records = records
