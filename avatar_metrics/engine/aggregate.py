@@ -14,45 +14,65 @@ from typing import Mapping
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..kernels.exact import decompose, recompose
+from ..kernels.exact import recompose
 
-_PARTS_SCHEMA = "var int, e long, hi long, lo long, n long"
+SHIFT = 26  # M = hi * 2**SHIFT + lo, as in kernels.exact
+NOT_FINITE = 9999  # the exponent that marks an infinite value (refused)
+
+
+def _parts(x: Column) -> list[Column]:
+    """Exponent e and the integer M = x * 2**(53 - e) of a finite non-zero double, in Spark SQL.
+
+    ``log2`` only guesses e; two exact comparisons with powers of two fix it
+    (Java's ``Math.pow`` is exact when both arguments are integers and the
+    result is a double). The scaling is done in two factors so that neither
+    overflows, and each product is exact: the result is an integer below 2**53.
+    """
+    ax = F.abs(x)
+    guess = (F.floor(F.log2(ax)) + 1).cast("int")
+    e = (F.when(ax >= F.pow(F.lit(2.0), guess), guess + 1)
+         .when(ax < F.pow(F.lit(2.0), guess - 1), guess - 1)
+         .otherwise(guess))
+    shift = F.lit(53) - e
+    half = F.floor(shift / 2).cast("int")
+    M = (x * F.pow(F.lit(2.0), half) * F.pow(F.lit(2.0), shift - half)).cast("long")
+    return [e, M]
 
 
 def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[Fraction, int]]:
-    """Exact sum and count of the non-null values of each column expression."""
+    """Exact sum and count of the non-null values of each column expression.
+
+    Each value is split into its exponent and an integer mantissa, the
+    mantissas are added per (column, exponent) in 64-bit integers (high and
+    low halves apart, so no sum overflows), and the driver adds the few
+    parts as a rational number: the same total in any order, on any
+    partitioning (the idea of ``kernels.exact``, in Spark SQL: no Python
+    worker, one job).
+    """
     names = list(columns)
     if not names:
         return {}
-    sel = df.select(*[columns[n].cast("double").alias(f"c{i}") for i, n in enumerate(names)])
-    k = len(names)
-
-    def parts(batches):
-        import pandas as pd
-
-        for pdf in batches:
-            rows = {"var": [], "e": [], "hi": [], "lo": [], "n": []}
-            for i in range(k):
-                x = pdf[f"c{i}"].to_numpy(dtype="float64", na_value=float("nan"))
-                e, hi, lo = decompose(x)
-                cnt = int((~pd.isna(pdf[f"c{i}"])).sum())
-                if cnt == 0:
-                    continue
-                # the count rides on the first exponent's row
-                for j in range(len(e)):
-                    rows["var"].append(i)
-                    rows["e"].append(int(e[j]))
-                    rows["hi"].append(int(hi[j]))
-                    rows["lo"].append(int(lo[j]))
-                    rows["n"].append(cnt if j == 0 else 0)
-            yield pd.DataFrame(rows).astype({"var": "int32", "e": "int64", "hi": "int64", "lo": "int64", "n": "int64"})
-
+    cells = F.explode(F.array(*[
+        F.struct(F.lit(i).alias("var"), columns[n].cast("double").alias("x")) for i, n in enumerate(names)
+    ]))
+    values = df.select(cells.alias("c")).select("c.var", "c.x").filter(F.col("x").isNotNull())
+    zero = F.col("x") == 0
+    bad = F.abs(F.col("x")) == F.lit(float("inf"))
+    e, M = _parts(F.col("x"))
+    parts = values.select(
+        "var",
+        F.when(zero, F.lit(0)).when(bad, F.lit(NOT_FINITE)).otherwise(e).alias("e"),
+        F.when(zero | bad, F.lit(0).cast("long")).otherwise(M).alias("M"),
+    )
+    hi = F.shiftright(F.col("M"), SHIFT)
     agg = (
-        sel.mapInPandas(parts, _PARTS_SCHEMA)
-        .groupBy("var", "e")
-        .agg(F.sum("hi").alias("hi"), F.sum("lo").alias("lo"), F.sum("n").alias("n"))
+        parts.groupBy("var", "e")
+        .agg(F.sum(hi).alias("hi"), F.sum(F.col("M") - F.shiftleft(hi, SHIFT)).alias("lo"),
+             F.count(F.lit(1)).alias("n"))
         .collect()
     )
+    if any(r["e"] == NOT_FINITE for r in agg):
+        raise ValueError("exact sums need finite values")
     out: dict[str, tuple[Fraction, int]] = {}
     for i, name in enumerate(names):
         rows = [r for r in agg if r["var"] == i]

@@ -122,7 +122,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
 
         u_binned = _binned(U, kcols, kinds, bins)
         a_binned = _binned(inputs.avatars, known, kinds, bins)
-        b1 = unique_profiles(a_binned, kcols).select(*kcols, F.lit(True).alias("__hit"))
+        # b1 holds each profile once: the side to hash, no sort of either side
+        b1 = unique_profiles(a_binned, kcols).select(*kcols, F.lit(True).alias("__hit")).hint("shuffle_hash")
         cond = [u_binned[k].eqNullSafe(b1[k]) for k in kcols]
         records = None
         if keep_records:
