@@ -45,3 +45,53 @@ def test_exact_sums_refuse_infinite_values(spark):
 def test_exact_sums_of_nothing(spark):
     df = spark.createDataFrame([(None,), (None,)], "a double")
     assert exact_sums(df, {"a": F.col("a")}) == {"a": (Fraction(0), 0)}
+
+
+def test_percentiles_of_several_columns_with_nulls(spark):
+    import numpy as np
+    import pandas as pd
+
+    from avatar_metrics.engine.aggregate import percentiles_of
+    import reference as ref
+
+    rng = np.random.default_rng(5)
+    n = 37
+    cols = {
+        "a": rng.integers(0, 6, n) / 7,  # ties
+        "b": np.where(rng.random(n) < 0.4, np.nan, rng.random(n)),  # nulls
+        "c": np.full(n, np.nan),  # nothing
+        "d": np.where(np.arange(n) == 3, 0.25, np.nan),  # one value
+    }
+    df = spark.createDataFrame(pd.DataFrame(cols)).repartition(3)
+    qs = [0, 5, 37.5, 50, 95, 100]
+    got = percentiles_of(df, {c: qs for c in cols})
+    for c, x in cols.items():
+        x = x[~np.isnan(x)]
+        if len(x):
+            assert got[c] == ([ref.midpoint(x, q) for q in qs], len(x)), c
+        else:
+            assert got[c] == ([None] * len(qs), 0)
+
+
+def test_histograms_of_count_like_numpy(spark):
+    import numpy as np
+    import pandas as pd
+
+    from avatar_metrics.engine.aggregate import histograms_of
+
+    rng = np.random.default_rng(6)
+    n = 500
+    x = np.where(rng.random(n) < 0.2, np.nan, rng.random(n) * 2 - 0.5)  # beyond [0, 1] both sides
+    y = np.where(rng.random(n) < 0.1, np.nan, rng.random(n))
+    df = spark.createDataFrame(pd.DataFrame({"x": x, "y": y})).repartition(4)
+    got = histograms_of(df, {"x": [("x", 0.0, 1.0, 10)], "xy": [("x", 0.0, 1.0, 4), ("y", 0.0, 1.0, 5)]})
+
+    def bins(v, k):
+        return np.clip(np.floor(v * k), 0, k - 1).astype(int)
+
+    ok = ~np.isnan(x)
+    assert got["x"] == np.bincount(bins(x[ok], 10), minlength=10).tolist()
+    both = ok & ~np.isnan(y)
+    want = np.zeros((4, 5), int)
+    np.add.at(want, (bins(x[both], 4), bins(y[both], 5)), 1)
+    assert got["xy"] == want.tolist()

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..io import col
 from ..kernels.exact import recompose
 
 SHIFT = 26  # M = hi * 2**SHIFT + lo, as in kernels.exact
@@ -89,22 +90,38 @@ def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | N
     picked by ``percentile_disc((k + 0.5) / m)``; only those elements reach
     the driver. Returns the percentiles (None when there are no values) and m.
     """
-    values = df.select(F.col(column).alias("x")).filter(F.col("x").isNotNull())
-    m = values.count()
-    if m == 0:
-        return [None for _ in qs], 0
-    wanted = []
-    for q in qs:
-        h = (m - 1) * q / 100
-        wanted.append((math.floor(h), math.ceil(h)))
-    ks = sorted({k for pair in wanted for k in pair})
-    exprs = [
-        F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY x)").alias(f"k{i}")
-        for i, k in enumerate(ks)
-    ]
-    row = values.agg(*exprs).collect()[0]
-    at = {k: float(row[f"k{i}"]) for i, k in enumerate(ks)}
-    return [(at[lo] + at[hi]) / 2 for lo, hi in wanted], m
+    return percentiles_of(df, {column: qs})[column]
+
+
+def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict[str, tuple[list[float | None], int]]:
+    """``midpoint_percentiles`` of several columns in two Spark actions: the counts, then every element.
+
+    Null values are left out (``count`` and ``percentile_disc`` skip them).
+    """
+    names = list(wanted)
+    counts = df.agg(*[F.count(col(c)).alias(f"m{i}") for i, c in enumerate(names)]).collect()[0]
+    exprs, plan = [], {}
+    for i, c in enumerate(names):
+        m = int(counts[f"m{i}"])
+        pairs = []
+        for q in wanted[c]:
+            h = (m - 1) * q / 100
+            pairs.append((math.floor(h), math.ceil(h)))
+        ks = sorted({k for pair in pairs for k in pair}) if m else []
+        name = "`" + c.replace("`", "``") + "`"
+        for k in ks:
+            exprs.append(F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY {name})")
+                         .alias(f"p{i}_{k}"))
+        plan[c] = (i, m, pairs)
+    row = df.agg(*exprs).collect()[0] if exprs else None
+    out = {}
+    for c, (i, m, pairs) in plan.items():
+        if m == 0:
+            out[c] = ([None for _ in pairs], 0)
+            continue
+        at = lambda k: float(row[f"p{i}_{k}"])  # noqa: E731
+        out[c] = ([(at(lo) + at(hi)) / 2 for lo, hi in pairs], m)
+    return out
 
 
 def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, int]:
@@ -133,27 +150,38 @@ def _bin(col, lo: float, hi: float, bins: int):
     return F.least(F.greatest(F.floor((col - F.lit(lo)) / F.lit(width)), F.lit(0)), F.lit(bins - 1)).cast("int")
 
 
-def histograms(df: DataFrame, columns, lo: float, hi: float, bins: int) -> dict[str, list[int]]:
-    """Counts of the non-null values of each column in ``bins`` equal bins over [lo, hi]."""
+Axis = tuple[str, float, float, int]  # column, lo, hi, bins
+
+
+def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[str, list]:
+    """Counts per bin of several histograms in one Spark action.
+
+    Each histogram has one axis (a list of counts) or two (counts[i][j]:
+    records in bin i of the first axis and bin j of the second); a record
+    counts where none of its axis columns is null. Values outside [lo, hi]
+    go to the end bins.
+    """
+    names = list(wanted)
+    cells = []
+    for h, name in enumerate(names):
+        axes = wanted[name]
+        cell = F.lit(0)
+        present = F.lit(True)
+        for c, lo, hi, bins in axes:
+            cell = cell * F.lit(bins) + _bin(col(c), lo, hi, bins)
+            present = present & col(c).isNotNull()
+        cells.append(F.struct(F.lit(h).alias("h"), F.when(present, cell).alias("cell")))
+    rows = (df.select(F.explode(F.array(*cells)).alias("x")).select("x.*").filter(F.col("cell").isNotNull())
+            .groupBy("h", "cell").count().collect())
     out = {}
-    for c in columns:
-        rows = df.filter(F.col(c).isNotNull()).groupBy(_bin(F.col(c), lo, hi, bins).alias("b")).count().collect()
-        counts = [0] * bins
+    for h, name in enumerate(names):
+        axes = wanted[name]
+        flat = [0] * math.prod(bins for *_, bins in axes)
         for r in rows:
-            counts[r["b"]] = int(r["count"])
-        out[c] = counts
+            if r["h"] == h:
+                flat[r["cell"]] = int(r["count"])
+        if len(axes) == 2:
+            width = axes[1][3]
+            flat = [flat[i * width:(i + 1) * width] for i in range(axes[0][3])]
+        out[name] = flat
     return out
-
-
-def histogram2d(df: DataFrame, x: str, y: str, xr: tuple[float, float], yr: tuple[float, float], bins: int) -> list[list[int]]:
-    """counts[i][j]: records with x in bin i and y in bin j (both non-null)."""
-    rows = (
-        df.filter(F.col(x).isNotNull() & F.col(y).isNotNull())
-        .groupBy(_bin(F.col(x), *xr, bins).alias("i"), _bin(F.col(y), *yr, bins).alias("j"))
-        .count()
-        .collect()
-    )
-    counts = [[0] * bins for _ in range(bins)]
-    for r in rows:
-        counts[r["i"]][r["j"]] = int(r["count"])
-    return counts

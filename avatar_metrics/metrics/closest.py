@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.aggregate import histogram2d, histograms, midpoint_percentiles
+from ..engine.aggregate import histograms_of, percentiles_of
 from ..engine.search import nearest
 from ..engine.split import working_ids
 from ..io import ID
@@ -47,16 +47,19 @@ def per_record(wa: DataFrame, ho: DataFrame) -> DataFrame:
 BINS = 40
 
 
-def _histograms(rec: DataFrame) -> dict:
-    """Distributions for the report's plots, counted by Spark (no records collected)."""
-    top = rec.agg(F.max("d_wa").alias("a"), F.max("d_ho").alias("h")).collect()[0]
-    d_hi = max(v for v in (top["a"], top["h"], 1e-9) if v is not None)
-    d = histograms(rec, ["d_wa", "d_ho"], 0.0, d_hi, BINS)
-    r = histograms(rec, ["r_wa", "r_ho"], 0.0, 1.0, BINS)
+def _histograms(rec: DataFrame, d_hi: float) -> dict:
+    """Distributions for the report's plots, counted by Spark in one pass (no records collected)."""
+    d_hi = max(d_hi, 1e-9)
+    d, r = (d_hi, BINS), (1.0, BINS)
+    h = histograms_of(rec, {
+        "d_wa": [("d_wa", 0.0, *d)], "d_ho": [("d_ho", 0.0, *d)],
+        "r_wa": [("r_wa", 0.0, *r)], "r_ho": [("r_ho", 0.0, *r)],
+        "both": [("d_wa", 0.0, d_hi, 25), ("r_wa", 0.0, 1.0, 25)],
+    })
     return {
-        "distance": {"lo": 0.0, "hi": d_hi, "avatars": d["d_wa"], "holdout": d["d_ho"]},
-        "ratio": {"lo": 0.0, "hi": 1.0, "avatars": r["r_wa"], "holdout": r["r_ho"]},
-        "distance_ratio": {"d_hi": d_hi, "r_hi": 1.0, "counts": histogram2d(rec, "d_wa", "r_wa", (0.0, d_hi), (0.0, 1.0), 25)},
+        "distance": {"lo": 0.0, "hi": d_hi, "avatars": h["d_wa"], "holdout": h["d_ho"]},
+        "ratio": {"lo": 0.0, "hi": 1.0, "avatars": h["r_wa"], "holdout": h["r_ho"]},
+        "distance_ratio": {"d_hi": d_hi, "r_hi": 1.0, "counts": h["both"]},
     }
 
 
@@ -125,10 +128,12 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                                    n_candidates=count, n_queries=ref.n_wo))
         rec = per_record(*results).cache()
         q = cfg.quantile
-        (tau_d, med_d_ho), _ = midpoint_percentiles(rec, "d_ho", [q, 50])
-        (tau_r, med_r_ho), n_r_ho = midpoint_percentiles(rec, "r_ho", [q, 50])
-        (med_d_wa,), _ = midpoint_percentiles(rec, "d_wa", [50])
-        (med_r_wa,), n = midpoint_percentiles(rec, "r_wa", [50])
+        # the 100th percentiles are the largest distances, for the histograms' range
+        p = percentiles_of(rec, {"d_ho": [q, 50, 100], "r_ho": [q, 50], "d_wa": [50, 100], "r_wa": [50]})
+        (tau_d, med_d_ho, max_d_ho), _ = p["d_ho"]
+        (tau_r, med_r_ho), _ = p["r_ho"]
+        (med_d_wa, max_d_wa), _ = p["d_wa"]
+        (med_r_wa,), n = p["r_wa"]
         details = {
             **sizes,
             "tau_d": tau_d,
@@ -148,7 +153,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             return MetricResult.not_computed(
                 target, "no working original has a ratio against the avatars (every second distance is 0)", details
             )
-        details["histograms"] = _histograms(rec)
+        details["histograms"] = _histograms(rec, max(v for v in (max_d_wa, max_d_ho, 0.0) if v is not None))
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
         at_risk = rec.filter(risky).count()
         if cfg.records:
