@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import ID, KEY, RESERVED_PREFIX, cache_plain, col, with_position
+from .io import ID, KEY, RESERVED_PREFIX, cache_plain, col, positions_and_totals
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,10 @@ def _fail(msg: str):
     raise InputError(msg)
 
 
+def _empty(role: str):
+    _fail(f"{role}: the table is empty: check the path or table name")
+
+
 def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Config) -> dict[str, str]:
     o_cols = {f.name: f.dataType for f in o.schema.fields}
     a_cols = {f.name: f.dataType for f in a.schema.fields}
@@ -196,7 +200,16 @@ def _known(cfg: Config, variables: dict[str, str]) -> tuple[str, ...]:
 
 def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None,
            integral: frozenset = frozenset()) -> DataFrame:
-    """Select the id (and row key) and the variables, in the forms every metric compares.
+    """Select the id (and row key) and the variables, in the forms every metric compares."""
+    cols = [id_expr.alias(ID)]
+    if key is not None:
+        cols.append(col(key).alias(KEY))
+    cols += [x.alias(c) for c, x in clean_values(df, variables, integral).items()]
+    return df.select(*cols)
+
+
+def clean_values(df: DataFrame, variables: dict[str, str], integral: frozenset = frozenset()) -> dict[str, Column]:
+    """Each variable of ``df`` in the form every metric compares.
 
     NaN becomes null (the spec: NaN is a null); decimals become float64. A
     numeric column forced to ``categorical`` becomes the text of its exact
@@ -204,9 +217,7 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = 
     (``integral``), else of its float64 value (-0.0 as 0.0), so that codes
     such as 2**60 + k stay distinct everywhere.
     """
-    cols = [id_expr.alias(ID)]
-    if key is not None:
-        cols.append(col(key).alias(KEY))
+    out = {}
     for c, kind in variables.items():
         dt = df.schema[c].dataType
         x = col(c)
@@ -220,8 +231,8 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = 
                 x = F.when(x == 0, F.lit(0.0)).otherwise(x).cast("string")
         elif isinstance(dt, T.DecimalType):
             x = x.cast("double")
-        cols.append(x.alias(c))
-    return df.select(*cols)
+        out[c] = x
+    return out
 
 
 def key_id(df: DataFrame, key: str):
@@ -247,16 +258,21 @@ def check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
 INF = float("inf")
 
 
-def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
-    """Rows, and per variable: non-null count, min, max and infinite values (numeric)."""
-    aggs = [F.count(F.lit(1)).alias("n")]
+def stat_aggregates(values: dict[str, Column], variables: dict[str, str]) -> dict[str, tuple[Column, str]]:
+    """The aggregates of ``table_stats`` over the given column expressions, and how partial values combine."""
+    aggs = {"n": (F.count(F.lit(1)), "sum")}
     for i, (c, kind) in enumerate(variables.items()):
-        aggs.append(F.count(col(c)).alias(f"nn{i}"))
+        x = values[c]
+        aggs[f"nn{i}"] = (F.count(x), "sum")
         if kind == "numeric":
-            x = col(c).cast("double")
-            aggs += [F.min(x).alias(f"lo{i}"), F.max(x).alias(f"hi{i}"),
-                     F.count(F.when(F.abs(x) == F.lit(INF), 1)).alias(f"inf{i}")]
-    row = df.agg(*aggs).collect()[0]
+            x = x.cast("double")
+            aggs[f"lo{i}"] = (F.min(x), "min")
+            aggs[f"hi{i}"] = (F.max(x), "max")
+            aggs[f"inf{i}"] = (F.count(F.when(F.abs(x) == F.lit(INF), 1)), "sum")
+    return aggs
+
+
+def stats_from(row, variables: dict[str, str]) -> TableStats:
     columns = {}
     for i, (c, kind) in enumerate(variables.items()):
         numeric = kind == "numeric"
@@ -267,6 +283,13 @@ def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
             infinite=row[f"inf{i}"] if numeric else 0,
         )
     return TableStats(rows=row["n"], columns=columns)
+
+
+def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
+    """Rows, and per variable: non-null count, min, max and infinite values (numeric)."""
+    aggs = stat_aggregates({c: col(c) for c in variables}, variables)
+    row = df.agg(*[agg.alias(name) for name, (agg, _) in aggs.items()]).collect()[0]
+    return stats_from(row, variables)
 
 
 def _check_values(stats: dict[str, TableStats], variables: dict[str, str]) -> None:
@@ -286,11 +309,14 @@ def _check_values(stats: dict[str, TableStats], variables: dict[str, str]) -> No
 
 
 def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame | None, cfg: Config) -> Inputs:
-    # an empty table first: a CSV with only its header has string columns everywhere
-    for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
-        if raw is not None and raw.limit(1).count() == 0:
-            _fail(f"{role}: the table is empty: check the path or table name")
-    variables = derive_variables(originals, avatars, holdout, cfg)
+    try:
+        variables = derive_variables(originals, avatars, holdout, cfg)
+    except InputError:
+        # a CSV with only its header has string columns everywhere: say it is empty
+        for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
+            if raw is not None and raw.limit(1).count() == 0:
+                _empty(role)
+        raise
     known = _known(cfg, variables)
     raws = [(role, raw) for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
             if raw is not None]
@@ -300,41 +326,50 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
 
     tables = {}
     stats = {}
-    for role, raw in raws:
-        if cfg.row_key is not None:
-            df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, integral)
-        else:
-            df = _clean(with_position(raw), variables, F.col(ID), integral=integral)
-        df = cache_plain(df)
-        st = table_stats(df, variables)
-        if cfg.row_key is not None:
-            check_keys(role, df, raw, cfg.row_key)
-        tables[role] = df
-        stats[role] = st
-    _check_values(stats, variables)
+    try:
+        for role, raw in raws:
+            if cfg.row_key is not None:
+                df = cache_plain(_clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, integral))
+                tables[role] = df
+                st = table_stats(df, variables)  # fills the cache
+                check_keys(role, df, raw, cfg.row_key)
+            else:
+                # the statistics ride on the positions' first pass; the cache fills when a metric first reads it
+                aggs = stat_aggregates(clean_values(raw, variables, integral), variables)
+                positioned, totals = positions_and_totals(raw, aggs)
+                tables[role] = cache_plain(_clean(positioned, variables, F.col(ID), integral=integral))
+                st = stats_from(totals, variables)
+            if st.rows == 0:
+                _empty(role)
+            stats[role] = st
+        _check_values(stats, variables)
 
-    n_o, n_a = stats["originals"].rows, stats["avatars"].rows
-    for c in variables:
-        if stats["originals"][c].non_null == 0 and stats["avatars"][c].non_null == 0:
-            _fail(f"column {c} is null in every record of originals and avatars: it carries nothing to compare; list it under exclude")
+        n_o, n_a = stats["originals"].rows, stats["avatars"].rows
+        for c in variables:
+            if stats["originals"][c].non_null == 0 and stats["avatars"][c].non_null == 0:
+                _fail(f"column {c} is null in every record of originals and avatars: it carries nothing to compare; list it under exclude")
 
-    if not cfg.avatars_aligned:
-        pass  # synthetic data with no link: any number of records, any keys
-    elif cfg.row_key is not None:
-        o_ids = tables["originals"].select(ID)
-        a_ids = tables["avatars"].select(ID)
-        missing = o_ids.join(a_ids, ID, "left_anti").limit(1).count()
-        extra = a_ids.join(o_ids, ID, "left_anti").limit(1).count()
-        if missing or extra:
-            side = "some originals have no avatar" if missing else "some avatars have no original"
-            _fail(f"avatars: the row key {cfg.row_key} values differ from the originals' ({side}): both tables need "
-                  "the same key set, or set avatars_aligned: false for synthetic data with no link to the originals")
-    elif n_o != n_a:
-        _fail(
-            f"avatars: {n_a} records against {n_o} originals: avatars are aligned with originals row by row, "
-            "so both tables need the same number of records (or a row_key); for synthetic data with no link to "
-            "the originals, set avatars_aligned: false"
-        )
+        if not cfg.avatars_aligned:
+            pass  # synthetic data with no link: any number of records, any keys
+        elif cfg.row_key is not None:
+            o_ids = tables["originals"].select(ID)
+            a_ids = tables["avatars"].select(ID)
+            missing = o_ids.join(a_ids, ID, "left_anti").limit(1).count()
+            extra = a_ids.join(o_ids, ID, "left_anti").limit(1).count()
+            if missing or extra:
+                side = "some originals have no avatar" if missing else "some avatars have no original"
+                _fail(f"avatars: the row key {cfg.row_key} values differ from the originals' ({side}): both tables need "
+                      "the same key set, or set avatars_aligned: false for synthetic data with no link to the originals")
+        elif n_o != n_a:
+            _fail(
+                f"avatars: {n_a} records against {n_o} originals: avatars are aligned with originals row by row, "
+                "so both tables need the same number of records (or a row_key); for synthetic data with no link to "
+                "the originals, set avatars_aligned: false"
+            )
+    except BaseException:
+        for df in tables.values():
+            df.unpersist()
+        raise
 
     return Inputs(
         originals=tables["originals"],
