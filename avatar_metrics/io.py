@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .config import TableSpec
@@ -132,15 +132,7 @@ def _has_file_metadata(df: DataFrame) -> bool:
 
 
 def with_position(df: DataFrame, col: str = ID) -> DataFrame:
-    """Add ``col``: the 0-based position of each record in the input order (see ``positions_and_totals``)."""
-    return positions_and_totals(df, {}, col)[0]
-
-
-COMBINE = {"sum": sum, "min": min, "max": max}
-
-
-def positions_and_totals(df: DataFrame, totals: dict[str, tuple[Column, str]], col: str = ID) -> tuple[DataFrame, dict]:
-    """Add ``col``: the 0-based position of each record in the input order; and table totals.
+    """Add ``col``: the 0-based position of each record in the input order.
 
     For file sources the order is (file path, split offset, order in split);
     for other DataFrames (in-memory, say) the order of their partitions. Only
@@ -152,10 +144,6 @@ def positions_and_totals(df: DataFrame, totals: dict[str, tuple[Column, str]], c
     needs no file metadata: it finds each record's split by its partition
     and id range (a broadcast join on the partition number), a quarter
     cheaper than joining on the file path of every record.
-
-    ``totals`` maps a name to an aggregate over ``df`` and how its values
-    per split combine ("sum", "min" or "max"; nulls skipped): they ride on
-    the first pass, so a table's statistics cost no pass of their own.
     """
     mid = "__am_mid"
     if _has_file_metadata(df):
@@ -168,14 +156,9 @@ def positions_and_totals(df: DataFrame, totals: dict[str, tuple[Column, str]], c
 
     groups = (
         tag(df.select("*", *keys)).groupBy("__am_f", "__am_b", "__am_p")
-        .agg(F.count(F.lit(1)).alias("n"), F.min(mid).alias("m0"),
-             *[agg.alias(f"__am_t{i}") for i, (agg, _) in enumerate(totals.values())])
+        .agg(F.count(F.lit(1)).alias("n"), F.min(mid).alias("m0"))
         .collect()
     )
-    combined = {}
-    for i, (name, (_, how)) in enumerate(totals.items()):
-        values = [r[f"__am_t{i}"] for r in groups if r[f"__am_t{i}"] is not None]
-        combined[name] = COMBINE[how](values) if values else (0 if how == "sum" else None)
     groups.sort(key=lambda r: (r["__am_f"], r["__am_b"], r["m0"]))
     offsets, total = [], 0
     for r in groups:
@@ -187,7 +170,7 @@ def positions_and_totals(df: DataFrame, totals: dict[str, tuple[Column, str]], c
               & (F.col(mid) < F.col("__am_m1")))
     out = tagged.join(F.broadcast(table), inside)
     out = out.withColumn(col, F.col("__am_off") + F.col(mid) - F.col("__am_m0"))
-    return out.drop("__am_p", "__am_q", "__am_m0", "__am_m1", "__am_off", mid), combined
+    return out.drop("__am_p", "__am_q", "__am_m0", "__am_m1", "__am_off", mid)
 
 
 COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
