@@ -3,7 +3,7 @@
 For every variable c, with originals and avatars aligned row by row:
 m_c = rows with equal values (null equals null), u_c = distinct avatar values
 (null counts as one), P_c = 100 * (1 - m_c * u_c / n^2); CDMP = min_c P_c.
-All counting is done by Spark; only one row of counts reaches the driver.
+All counting is done by Spark; only counts reach the driver (one row, and one per column).
 """
 
 from __future__ import annotations
