@@ -1,8 +1,8 @@
 """Exact, partitioning-independent aggregates that Spark's own do not give.
 
 Spark's ``avg`` and ``stddev`` sum doubles in partition order, so their last
-bits depend on partitioning. Here each partition sums the integer parts of
-its values (``kernels.exact``) and Spark adds those integers: exact.
+bits depend on partitioning. Here Spark sums the integer parts of the values
+per exponent (``exact_sums``) and the driver adds those integers: exact.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..io import col
-from ..kernels.exact import recompose
+from ..kernels.exact import SHIFT, recompose  # M = hi * 2**SHIFT + lo
 
-SHIFT = 26  # M = hi * 2**SHIFT + lo, as in kernels.exact
 NOT_FINITE = 9999  # the exponent that marks an infinite value (refused)
 
 
@@ -48,7 +47,7 @@ def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[
     low halves apart, so no sum overflows), and the driver adds the few
     parts as a rational number: the same total in any order, on any
     partitioning (the idea of ``kernels.exact``, in Spark SQL: no Python
-    worker, one job).
+    worker, one Spark action).
     """
     names = list(columns)
     if not names:

@@ -1,9 +1,10 @@
 """Exact sums of float64 values, independent of order and partitioning.
 
-A float64 ``x`` is ``M * 2**(e - 53)`` with ``M`` an integer below 2**53
-(``np.frexp``). Summing ``M`` per exponent in integers is exact; the parts can
-be added in any order (per partition, then across partitions in Spark) and give
-the same rational number. Means and standard deviations built on these sums
+A float64 ``x`` is ``M * 2**(e - 53)`` with ``M`` an integer below 2**53.
+Summing ``M`` per exponent in integers is exact; the parts can be added in any
+order (per partition, then across partitions in Spark) and give the same
+rational number. ``engine.aggregate.exact_sums`` computes the parts in Spark
+SQL; here they become the total, and the mean and standard deviation, which
 are therefore the same bit for bit on one core or a cluster.
 """
 
@@ -12,31 +13,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numpy as np
 
 SHIFT = 26  # M = hi * 2**SHIFT + lo, 0 <= lo < 2**SHIFT
-
-
-def decompose(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-exponent integer parts of the sum of ``x`` (NaN values skipped).
-
-    Returns (exponent, sum of hi, sum of lo), one entry per distinct exponent.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    x = x[~np.isnan(x)]
-    if x.size == 0:
-        return (np.zeros(0, np.int64),) * 3
-    if not np.all(np.isfinite(x)):
-        raise ValueError("exact sums need finite values")
-    m, e = np.frexp(x)
-    M = np.ldexp(m, 53).astype(np.int64)  # exact: m has 53 significant bits
-    hi = M >> SHIFT
-    lo = M - (hi << SHIFT)
-    e = e.astype(np.int64)
-    order = np.argsort(e, kind="stable")
-    e, hi, lo = e[order], hi[order], lo[order]
-    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
-    return e[starts], np.add.reduceat(hi, starts), np.add.reduceat(lo, starts)
 
 
 def recompose(parts) -> Fraction:
