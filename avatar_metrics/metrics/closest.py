@@ -49,7 +49,6 @@ BINS = 40
 
 def _histograms(rec: DataFrame, d_hi: float) -> dict:
     """Distributions for the report's plots, counted by Spark in one pass (no records collected)."""
-    d_hi = max(d_hi, 1e-9)
     d, r = (d_hi, BINS), (1.0, BINS)
     h = histograms_of(rec, {
         "d_wa": [("d_wa", 0.0, *d)], "d_ho": [("d_ho", 0.0, *d)],
@@ -153,7 +152,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             return MetricResult.not_computed(
                 target, "no working original has a ratio against the avatars (every second distance is 0)", details
             )
-        details["histograms"] = _histograms(rec, max(v for v in (max_d_wa, max_d_ho, 0.0) if v is not None))
+        details["histograms"] = _histograms(rec, max(v for v in (max_d_wa, max_d_ho, 1e-9) if v is not None))
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
         at_risk = rec.filter(risky).count()
         if cfg.records:
