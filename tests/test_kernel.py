@@ -135,8 +135,28 @@ def race_always(monkeypatch):
     monkeypatch.setattr(IX, "RACE_MIN_QUERIES", 1)
 
 
+# the trees of boxes over large groups: as the job builds them (groups of 64 points or more, none in
+# these small layouts), or over every group of 2 points or more, down to leaves of 1 or 2 points
+TREES = {"none": None, "leaf1": (2, 1), "leaf2": (2, 2)}
+
+
+@pytest.fixture(params=list(TREES))
+def trees(request, monkeypatch):
+    if TREES[request.param]:
+        monkeypatch.setattr(IX, "TREE_MIN", TREES[request.param][0])
+        monkeypatch.setattr(IX, "TREE_LEAF", TREES[request.param][1])
+    return request.param
+
+
+def built(C, cids, space):
+    idx = CandidateIndex(C, cids, space)
+    # a tree over every group of TREE_MIN points or more, and over no other
+    assert np.array_equal(idx.tree[6] >= 0, idx.gstop - idx.gstart >= IX.TREE_MIN)
+    return idx
+
+
 def index_search(Q, qids, C, cids, space, salt, state=None, how="auto"):
-    return CandidateIndex(C, cids, space).search(Q, qids, salt, state, how=how)
+    return built(C, cids, space).search(Q, qids, salt, state, how=how)
 
 
 @pytest.mark.parametrize("subset", range(len(SUBSETS)))
@@ -156,7 +176,7 @@ def random_space(rng, nv):
 
 
 @pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("AM_RANDOM_LAYOUTS", "24"))))
-def test_index_equals_plain_kernel_on_random_layouts(seed, race_always):
+def test_index_equals_plain_kernel_on_random_layouts(seed, race_always, trees):
     """Every path: exact and one-off profiles, far profiles, scans, null scan values, duplicates, negative ids;
     the index's traversal, its plain scan and the race between them; the plain compiled kernel."""
     rng = np.random.default_rng(seed)
@@ -217,7 +237,7 @@ def within_reference(Q, qids, C, cids, space, salt, radius):
 
 
 @pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("AM_RANDOM_LAYOUTS", "24"))))
-def test_within_index_equals_plain_kernel(seed, race_always):
+def test_within_index_equals_plain_kernel(seed, race_always, trees):
     """The count primitive: index against the plain kernel, radii at a candidate's distance (ties) or not."""
     rng = np.random.default_rng(1000 + seed)
     nv = int(rng.integers(1, 6))
@@ -247,7 +267,7 @@ def test_within_index_equals_plain_kernel(seed, race_always):
     assert list(zip(*(a.tolist() for a in plain))) == want
     got = IX.plain_within(Q, qids, C, cids, space, salt, radius)
     assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want
-    idx = CandidateIndex(C, cids, space)
+    idx = built(C, cids, space)
     for how in HOWS:
         got = idx.within(Q, qids, salt, radius, how=how)
         assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want, how
@@ -260,6 +280,47 @@ def test_within_index_equals_plain_kernel(seed, race_always):
         merged = list(zip((a.le + b.le).tolist(), (a.lt + b.lt).tolist(), np.where(take, a.key, b.key).tolist(),
                           np.where(take, a.cid, b.cid).tolist()))
         assert merged == want
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_trees_at_their_real_size(seed):
+    """Groups of thousands of points, searched through trees of the job's own sizes (leaves of
+    TREE_LEAF points, many levels): nearest and within equal the plain compiled kernel, with
+    rounded values (ties), nulls in a numeric variable, and a state carried from another block."""
+    rng = np.random.default_rng(50 + seed)
+    nq, nc, nv = 400, 6000, 7
+    is_cat = np.array([False, False, False, False, True, False, False])
+
+    def table(n):
+        base = rng.normal(0, 1, (n, 1))
+        X = np.round(base * np.arange(1, nv + 1) + rng.normal(0, 1, (n, nv)), 1)
+        X[:, 4] = rng.integers(0, 2, n)
+        X[rng.random(n) < 0.05, 2] = np.nan
+        return X
+
+    Q, C = table(nq), table(nc)
+    C[:500] = C[500:1000]
+    ranges = np.where(is_cat, 0.0, np.nanmax(np.r_[Q, C], 0) - np.nanmin(np.r_[Q, C], 0))
+    space = K.Space(is_cat=is_cat, ranges=ranges)
+    qids = np.arange(nq, dtype=np.int64) * 3
+    cids = rng.permutation(nc).astype(np.int64) + 10**6
+    salt = K.search_salt(seed, "t")
+    idx = built(C, cids, space)
+    assert (idx.tree[6] >= 0).sum() == 4 and idx.tree[0].shape[0] > 500  # 2 levels x null or not; many nodes
+    want = IX.plain_search(Q, qids, C, cids, space, salt)
+    carried = IX.plain_search(Q, qids, C[:300], cids[:300], space, salt)
+    rest = built(C[300:], cids[300:], space).search(Q, qids, salt, carried, how="index")
+    got = idx.search(Q, qids, salt, how="index")
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+        assert np.array_equal(getattr(rest, f), getattr(want, f)), f
+    radius = K.gower_pairs(Q, C[:nq], space)
+    radius[::7] = want.d1[::7]  # at a candidate's distance: ties at the radius
+    a = IX.plain_within(Q, qids, C, cids, space, salt, radius)
+    b = idx.within(Q, qids, salt, radius, how="index")
+    for f in ("le", "lt", "key", "cid"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert a.le.sum() > nq * 50  # large counts: whole nodes counted at once
 
 
 def test_gower_pairs_equal_the_block_diagonal(tables):

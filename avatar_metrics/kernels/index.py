@@ -21,7 +21,15 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    variable; a query scans outward from its place and stops on each side when
    the group's H ones plus that variable's own term, ``(H + |x - y| / range) /
    |V|`` (shrunk by the margin of the boxes below), exceeds ``d2``.
-4. **A race with the plain scan.** Where the bounds prune little (ids,
+4. **Trees of boxes.** A group of ``TREE_MIN`` points or more (one profile
+   shared by thousands of points: many continuous variables, few categories)
+   is not scanned but split in two at the median of its most spread numeric
+   variable, again and again down to leaves of ``TREE_LEAF`` points; each node
+   keeps the min and max of every numeric variable. A query walks the tree
+   depth first, the nearer child first, and skips a node whose bound, (H +
+   gaps to its box) / |V| shrunk by the box margin, exceeds its limit; a count
+   within a radius takes a node wholly inside the radius at once.
+5. **A race with the plain scan.** Where the bounds prune little (ids,
    thousands of levels, many continuous variables), the traversal can cost
    more than comparing every point. With 256 queries or more, one query in 32
    goes through both, the traversal and the plain scan of every point (the
@@ -145,6 +153,26 @@ def _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid):
         _count(q, p, d, members, moff, sq, lim, n1, n2, bkey, bcid)
 
 
+@njit(cache=_CACHE, inline="always")
+def _gaps(Q, q, k, lo, hi, ranges, nv):
+    """Node k's sums over the numeric positions shared with query q: gaps to its box, farthest spans."""
+    lo_sum = 0.0
+    hi_sum = 0.0
+    for v in range(nv):
+        blo = lo[k, v]
+        x = Q[q, v]
+        rv = ranges[v]
+        if np.isnan(blo) or np.isnan(x) or not rv > 0:
+            continue  # a categorical or null position (in H), or a constant variable (0)
+        bhi = hi[k, v]
+        if x < blo:
+            lo_sum += (blo - x) / rv
+        elif x > bhi:
+            lo_sum += (x - bhi) / rv
+        hi_sum += max(abs(x - blo), abs(bhi - x)) / rv
+    return lo_sum, hi_sum
+
+
 # Relative margin of the box bounds of ``_count_boxes``: the rounding of a sum
 # of |V| + 4 non-negative float64 operations stays far below it.
 MARGIN_ULPS = 8
@@ -167,20 +195,7 @@ def _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, m
     delta = MARGIN_ULPS * (nv + 4) * 2.0**-53
     r = radius[q]
     for k in range(pchunk[start], pchunk[stop - 1] + 1):
-        lo_sum = 0.0
-        hi_sum = 0.0
-        for v in range(nv):
-            blo = box_lo[k, v]
-            x = Q[q, v]
-            rv = ranges[v]
-            if np.isnan(blo) or np.isnan(x) or not rv > 0:
-                continue  # a categorical or null position (in H), or a constant variable (0)
-            bhi = box_hi[k, v]
-            if x < blo:
-                lo_sum += (blo - x) / rv
-            elif x > bhi:
-                lo_sum += (x - bhi) / rv
-            hi_sum += max(abs(x - blo), abs(bhi - x)) / rv
+        lo_sum, hi_sum = _gaps(Q, q, k, box_lo, box_hi, ranges, nv)
         if (h + lo_sum) / nv * (1.0 - delta) > r:
             continue
         if (h + hi_sum) / nv * (1.0 + delta) < r:
@@ -193,16 +208,145 @@ def _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, m
 
 
 @njit(cache=_CACHE)
-def _scan_group(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv,
-                members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
+def _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq, mode, a, lim, n1, n2, bkey,
+                bcid, stack, bstack):
+    """Query q against one group through its tree of boxes (see ``_kd_tree``).
+
+    A node's bound is that of ``_count_boxes`` for its box: (H + gaps) / |V|,
+    shrunk by the margin. The nearest search goes depth first, the closer child
+    first, and skips a node whose bound exceeds the query's d2 when it is reached
+    (d2 only shrinks); the count within a radius skips a node wholly beyond the
+    radius and counts one wholly inside it at once."""
+    lo, hi, ns, ne, left, nm, _ = tree
+    h = np.floor(lb * nv + 0.5)
+    delta = MARGIN_ULPS * (nv + 4) * 2.0**-53
+    g0, _ = _gaps(Q, q, root, lo, hi, ranges, nv)
+    stack[0] = root
+    bstack[0] = (h + g0) / nv * (1.0 - delta)
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        k = stack[sp]
+        if bstack[sp] > lim[q]:
+            continue
+        if mode == WITHIN:
+            _, up = _gaps(Q, q, k, lo, hi, ranges, nv)
+            if (h + up) / nv * (1.0 + delta) < lim[q]:
+                n1[q] += nm[k]
+                n2[q] += nm[k]
+                continue
+        c0 = left[k]
+        if c0 < 0:
+            for p in range(ns[k], ne[k]):
+                d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
+                    continue
+                _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid)
+            continue
+        l0, _ = _gaps(Q, q, c0, lo, hi, ranges, nv)
+        l1, _ = _gaps(Q, q, c0 + 1, lo, hi, ranges, nv)
+        b0 = (h + l0) / nv * (1.0 - delta)
+        b1 = (h + l1) / nv * (1.0 - delta)
+        near, far, bn, bf = (c0, c0 + 1, b0, b1) if b0 <= b1 else (c0 + 1, c0, b1, b0)
+        if bf <= lim[q]:  # pushed first: popped after the nearer one
+            stack[sp] = far
+            bstack[sp] = bf
+            sp += 1
+        if bn <= lim[q]:
+            stack[sp] = near
+            bstack[sp] = bn
+            sp += 1
+
+
+@njit(cache=_CACHE)
+def _kd_tree(P, gstart, gstop, is_num, ranges, tree_min, leaf, cap):
+    """Trees of boxes over the groups of ``tree_min`` points or more.
+
+    A node is a run of the group's points with the min and max of each numeric
+    variable (NaN where the group has none); a node of more than ``leaf`` points
+    is split at the median of its most spread variable (relative to its range)
+    into two runs, which become its children ``left`` and ``left + 1``. Returns
+    the order of the points that makes every node a run, the nodes, and each
+    group's root (-1: no tree)."""
+    n, nv = P.shape
+    G = gstart.shape[0]
+    perm = np.arange(n)
+    lo = np.full((cap, nv), np.nan)
+    hi = np.full((cap, nv), np.nan)
+    ns = np.zeros(cap, dtype=np.int64)
+    ne = np.zeros(cap, dtype=np.int64)
+    left = np.full(cap, -1, dtype=np.int64)
+    groot = np.full(G, -1, dtype=np.int64)
+    stack = np.empty(cap, dtype=np.int64)
+    k = 0
+    for g in range(G):
+        if gstop[g] - gstart[g] < tree_min:
+            continue
+        groot[g] = k
+        ns[k] = gstart[g]
+        ne[k] = gstop[g]
+        k += 1
+        stack[0] = groot[g]
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            c = stack[sp]
+            s, e = ns[c], ne[c]
+            best = -1
+            spread = 0.0
+            for v in range(nv):
+                if not is_num[v]:
+                    continue
+                mn = np.inf
+                mx = -np.inf
+                for i in range(s, e):
+                    x = P[perm[i], v]
+                    if x < mn:
+                        mn = x
+                    if x > mx:
+                        mx = x
+                if mn <= mx:  # (NaN compares false: a null position stays NaN)
+                    lo[c, v] = mn
+                    hi[c, v] = mx
+                    if (mx - mn) / ranges[v] > spread:
+                        spread = (mx - mn) / ranges[v]
+                        best = v
+            if e - s <= leaf or best < 0:
+                continue
+            vals = np.empty(e - s)
+            for i in range(s, e):
+                vals[i - s] = P[perm[i], best]
+            seg = perm[s:e][np.argsort(vals, kind="mergesort")]
+            perm[s:e] = seg
+            mid = (s + e) // 2
+            left[c] = k
+            ns[k], ne[k], ns[k + 1], ne[k + 1] = s, mid, mid, e
+            stack[sp] = k
+            stack[sp + 1] = k + 1
+            sp += 2
+            k += 2
+    return perm, lo[:k].copy(), hi[:k].copy(), ns[:k].copy(), ne[:k].copy(), left[:k].copy(), groot
+
+
+@njit(cache=_CACHE)
+def _scan_group(Q, qsel, sq, lb, P, start, stop, root, scan, scanvals, is_cat, ranges, nv,
+                members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree):
     """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``).
 
     ``lim[q]`` is the query's pruning limit (its d2, or its radius): a point
-    whose lower bound exceeds it is never met. Counts within a radius go box
-    by box (``_count_boxes``)."""
+    whose lower bound exceeds it is never met. A group with a tree (``root`` >= 0)
+    goes through it (``_tree_group``); otherwise counts within a radius go box by
+    box (``_count_boxes``)."""
+    if root >= 0:
+        stack = np.empty(TREE_STACK, dtype=np.int64)
+        bstack = np.empty(TREE_STACK)
     for i in range(qsel.shape[0]):
         q = qsel[i]
         if lb > lim[q]:
+            continue
+        if root >= 0:
+            _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq[q], mode, a, lim, n1, n2,
+                        bkey, bcid, stack, bstack)
             continue
         if mode == WITHIN:
             _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, moff, sq[q], lim,
@@ -281,7 +425,7 @@ def _by_hamming(prof, gprof):
 
 @njit(cache=_CACHE)
 def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
-              members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
+              members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree):
     """The groups at H >= 2 in order of their bound H/|V|, each for the queries whose
     limit still reaches it; stops when none does (the limits only shrink)."""
     need = qsel.copy()
@@ -300,18 +444,18 @@ def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, r
         m = k
         if m == 0:
             return
-        _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], scan, scanvals, is_cat, ranges, nv,
-                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes)
+        _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges, nv,
+                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree)
 
 
 @njit(cache=_CACHE)
 def _scan_list(Q, qsel, sq, lb, groups, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
-               members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes):
+               members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree):
     """Groups at one bound (the groups one position away), in one compiled call."""
     for i in range(groups.shape[0]):
         g = groups[i]
-        _scan_group(Q, qsel, sq, lb, P, gstart[g], gstop[g], scan, scanvals, is_cat, ranges, nv,
-                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes)
+        _scan_group(Q, qsel, sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges, nv,
+                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree)
 
 
 @njit(cache=_CACHE)
@@ -327,6 +471,12 @@ def _flat(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n
 
 
 BOX = 4  # points per box of ``_count_boxes``
+# Groups of TREE_MIN points or more are searched through a tree of boxes (``_kd_tree``)
+# whose leaves hold at most TREE_LEAF points; TREE_STACK bounds its depth-first stack
+# (a tree is at most log2(points) + 1 levels deep, and the stack grows by one per level).
+TREE_MIN = 64
+TREE_LEAF = 8
+TREE_STACK = 128
 # The race of ``_traverse``: with this many queries or more, one in RACE_STRIDE
 # goes first through both ways, and the faster takes the others.
 RACE_MIN_QUERIES = 256
@@ -408,6 +558,18 @@ class CandidateIndex:
             self.scan = int(numeric[int(np.argmax(distinct))])
         scanv = points[:, self.scan] if self.scan >= 0 else np.zeros(points.shape[0])
         porder = np.lexsort((scanv, ginv))
+        g_sorted = ginv[porder]
+        self.gstart = np.searchsorted(g_sorted, np.arange(gkeys.size), side="left")
+        self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
+        # 4. trees of boxes over the large groups: their points in the trees' order
+        sizes = self.gstop - self.gstart
+        half = max(1, (TREE_LEAF + 1) // 2)  # a split node's children hold at least this many points
+        cap = int(np.sum(np.where(sizes >= TREE_MIN, 2 * np.maximum(1, sizes // half), 0)))
+        is_num = np.ascontiguousarray(~space.is_cat & (space.ranges > 0))
+        perm, *nodes, groot = _kd_tree(np.ascontiguousarray(points[porder]), self.gstart, self.gstop, is_num,
+                                       np.ascontiguousarray(space.ranges, dtype=np.float64), TREE_MIN, TREE_LEAF,
+                                       max(cap, 1))
+        porder = porder[perm]
         # members follow their points' new order
         counts = moff[1:] - moff[:-1]
         rank = np.empty_like(porder)
@@ -417,9 +579,8 @@ class CandidateIndex:
         np.cumsum(counts[porder], out=self.moff[1:])
         self.P = np.ascontiguousarray(points[porder])
         self.scanvals = np.ascontiguousarray(scanv[porder])
-        g_sorted = ginv[porder]
-        self.gstart = np.searchsorted(g_sorted, np.arange(gkeys.size), side="left")
-        self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
+        lo, hi, ns, ne, left = nodes
+        self.tree = (lo, hi, ns, ne, left, self.moff[ne] - self.moff[ns], groot)
         self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
         self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
         # the groups one position away from a profile: per position j, the profile
@@ -504,7 +665,7 @@ class CandidateIndex:
             return
         nv = self.space.n_vars
         lim = args[8]
-        extra = (*args[1:], self.boxes)
+        extra = (*args[1:], self.boxes, self.tree)
         qprof = _profiles(Q[qs], self.space.is_cat)
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
@@ -516,8 +677,8 @@ class CandidateIndex:
             g0 = self.exact.get(prof.tobytes())
             visited = 0
             if g0 is not None:
-                _scan_group(Q, qsel, sq, 0.0, self.P, int(self.gstart[g0]), int(self.gstop[g0]), self.scan,
-                            self.scanvals, *extra)
+                _scan_group(Q, qsel, sq, 0.0, self.P, int(self.gstart[g0]), int(self.gstop[g0]),
+                            int(self.tree[6][g0]), self.scan, self.scanvals, *extra)
                 visited = 1
             lb1 = 1.0 / nv
             need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
