@@ -401,6 +401,169 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, root, scan, scanvals, is_cat, r
 
 
 @njit(cache=_CACHE)
+def _outer_tree(gstart, gstop, leaf):
+    """The shape of the tree over all the groups (see ``_outer_summaries``): a node is a run of
+    whole groups [ga, gb), split at the group boundary nearest its middle point while it holds
+    more than one group and more than ``leaf`` points; children ``left`` and ``left + 1``."""
+    G = gstart.shape[0]
+    cap = max(1, 2 * G)
+    ga = np.zeros(cap, dtype=np.int64)
+    gb = np.zeros(cap, dtype=np.int64)
+    left = np.full(cap, -1, dtype=np.int64)
+    stack = np.empty(cap, dtype=np.int64)
+    ga[0], gb[0] = 0, G
+    k = 1
+    stack[0] = 0
+    sp = 1 if G > 0 else 0
+    while sp > 0:
+        sp -= 1
+        c = stack[sp]
+        a, b = ga[c], gb[c]
+        if b - a < 2 or gstop[b - 1] - gstart[a] <= leaf:
+            continue
+        mid = (gstart[a] + gstop[b - 1]) // 2
+        m = np.searchsorted(gstart, mid)
+        m = min(max(m, a + 1), b - 1)
+        if m > a + 1 and mid - gstart[m - 1] < gstart[m] - mid:
+            m -= 1
+        left[c] = k
+        ga[k], gb[k], ga[k + 1], gb[k + 1] = a, m, m, b
+        stack[sp] = k
+        stack[sp + 1] = k + 1
+        sp += 2
+        k += 2
+    return ga[:k].copy(), gb[:k].copy(), left[:k].copy()
+
+
+@njit(cache=_CACHE)
+def _outer_summaries(P, ns, ne):
+    """Per node and variable: min and max of the non-null values (NaN when none), and nulls."""
+    K = ns.shape[0]
+    nv = P.shape[1]
+    lo = np.full((K, nv), np.nan)
+    hi = np.full((K, nv), np.nan)
+    nnull = np.zeros((K, nv), dtype=np.int64)
+    for k in range(K):
+        for v in range(nv):
+            mn = np.inf
+            mx = -np.inf
+            c = 0
+            for p in range(ns[k], ne[k]):
+                x = P[p, v]
+                if np.isnan(x):
+                    c += 1
+                else:
+                    if x < mn:
+                        mn = x
+                    if x > mx:
+                        mx = x
+            nnull[k, v] = c
+            if mn <= mx:
+                lo[k, v] = mn
+                hi[k, v] = mx
+    return lo, hi, nnull
+
+
+@njit(cache=_CACHE, inline="always")
+def _outer_bounds(Q, q, k, outer, is_cat, ranges, nv):
+    """Bounds of the distance from query q to every point of node k: per variable the least and
+    the most its term can be, summed in V's order (so each float sum is at most, or at least,
+    the distance's own), divided by |V| and widened by the box margin. Returns (lower, upper, H):
+    H counts the null and categorical positions whose term is 1 for every point (when the node is
+    one group: its differing profile positions, as in the groups' own bounds)."""
+    _, _, _, _, _, _, lo, hi, nnull, _ = outer
+    npts = outer[1][k] - outer[0][k]
+    s_lo = 0.0
+    s_hi = 0.0
+    h = 0
+    for v in range(nv):
+        x = Q[q, v]
+        c = nnull[k, v]
+        t_lo, t_hi = 0.0, 1.0
+        if np.isnan(x):
+            if c == npts:
+                t_hi = 0.0
+            elif c == 0:
+                t_lo = 1.0
+                h += 1
+        elif c == npts:
+            t_lo = 1.0
+            h += 1
+        elif is_cat[v] or not ranges[v] > 0:
+            if is_cat[v] and (x < lo[k, v] or x > hi[k, v]):
+                t_lo = 1.0  # no point has the query's code
+                h += 1
+            elif c == 0 and (not is_cat[v] or lo[k, v] == hi[k, v]):
+                t_hi = 0.0  # every point has its code (or a value of a constant variable)
+        else:
+            rv = ranges[v]
+            blo = lo[k, v]
+            bhi = hi[k, v]
+            gap = 0.0
+            if x < blo:
+                gap = (blo - x) / rv
+            elif x > bhi:
+                gap = (x - bhi) / rv
+            span = max(abs(x - blo), abs(bhi - x)) / rv
+            if c == 0:
+                t_lo, t_hi = gap, span
+            else:  # nulls among the points: their term is 1
+                t_lo, t_hi = min(gap, 1.0), max(span, 1.0)
+        s_lo += t_lo
+        s_hi += t_hi
+    delta = MARGIN_ULPS * (nv + 4) * 2.0**-53
+    return s_lo / nv * (1.0 - delta), s_hi / nv * (1.0 + delta), h
+
+
+@njit(cache=_CACHE)
+def _within_outer(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree,
+                  outer):
+    """Counts within each query's radius through the tree over all the groups: a node wholly
+    beyond the radius is skipped, one wholly inside it counted at once; a node of one group goes
+    through that group's tree, or box by box, with the group's H; a small node of several groups
+    point by point."""
+    ns, ne, ga, gb, left, nm = outer[0], outer[1], outer[2], outer[3], outer[4], outer[5]
+    gstart = outer[9]
+    stack = np.empty(ns.shape[0] + 1, dtype=np.int64)  # a depth-first walk holds fewer nodes than the tree
+    tstack = np.empty(TREE_STACK, dtype=np.int64)
+    bstack = np.empty(TREE_STACK)
+    groot = tree[6]
+    for i in range(qsel.shape[0]):
+        q = qsel[i]
+        r = radius[q]
+        stack[0] = 0
+        sp = 1 if ns.shape[0] > 0 else 0
+        while sp > 0:
+            sp -= 1
+            k = stack[sp]
+            b_lo, b_hi, h = _outer_bounds(Q, q, k, outer, is_cat, ranges, nv)
+            if b_lo > r:
+                continue
+            if b_hi < r:
+                le[q] += nm[k]
+                lt[q] += nm[k]
+                continue
+            if left[k] >= 0:
+                stack[sp] = left[k]
+                stack[sp + 1] = left[k] + 1
+                sp += 2
+                continue
+            if gb[k] - ga[k] == 1:
+                g = ga[k]
+                lb = h / nv
+                if groot[g] >= 0:
+                    _tree_group(Q, q, lb, P, groot[g], tree, is_cat, ranges, nv, members, moff, sq[q], WITHIN,
+                                radius, radius, le, lt, bkey, bcid, tstack, bstack)
+                else:
+                    _count_boxes(Q, q, lb, P, gstart[g], ne[k], boxes, is_cat, ranges, nv, members, moff, sq[q],
+                                 radius, le, lt, bkey, bcid)
+                continue
+            for p in range(ns[k], ne[k]):
+                d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                _count(q, p, d, members, moff, sq[q], radius, le, lt, bkey, bcid)
+
+
+@njit(cache=_CACHE)
 def _by_hamming(prof, gprof):
     """(order, H): H[g] the positions where group g's profile differs from ``prof``;
     ``order`` the groups by (H, g), a counting sort (H <= |V|)."""
@@ -477,6 +640,8 @@ BOX = 4  # points per box of ``_count_boxes``
 TREE_MIN = 64
 TREE_LEAF = 8
 TREE_STACK = 128
+OUTER_WITHIN = True
+OUTER_LEAF = 8  # a node of the tree over all the groups holding this many points or fewer is a leaf
 # The race of ``_traverse``: with this many queries or more, one in RACE_STRIDE
 # goes first through both ways, and the faster takes the others.
 RACE_MIN_QUERIES = 256
@@ -587,6 +752,12 @@ class CandidateIndex:
         # without j -> its groups (built at first use: a query profile needing it)
         self._wild: list[dict[bytes, np.ndarray] | None] = [None] * nv
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
+        # 5. the tree over all the groups, for the counts within a radius
+        oga, ogb, oleft = _outer_tree(self.gstart, self.gstop, OUTER_LEAF)
+        ons = self.gstart[oga] if oga.size else np.zeros(0, np.int64)
+        one = self.gstop[ogb - 1] if oga.size else np.zeros(0, np.int64)
+        olo, ohi, onull = _outer_summaries(self.P, ons, one)
+        self.outer = (ons, one, oga, ogb, oleft, self.moff[one] - self.moff[ons], olo, ohi, onull, self.gstart)
         self.n_candidates = int(cids.shape[0])
         self.choices: dict[str, int] = {}  # how the calls went: "index" or "flat" (the plain scan)
 
@@ -660,8 +831,12 @@ class CandidateIndex:
             self._by_index(Q, rest, sq, args)
 
     def _by_index(self, Q, qs, sq, args):
-        """Visit, for each query of ``qs``, the groups whose bound H/|V| does not exceed its limit."""
+        """Visit, for each query of ``qs``, the groups whose bound H/|V| does not exceed its limit
+        (counts within a radius: the nodes of the tree over all the groups that cross it)."""
         if qs.size == 0:
+            return
+        if args[6] == WITHIN and OUTER_WITHIN:
+            _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer)
             return
         nv = self.space.n_vars
         lim = args[8]
