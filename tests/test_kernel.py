@@ -136,7 +136,8 @@ def race_always(monkeypatch):
 
 
 # the trees of boxes over large groups: as the job builds them (groups of 64 points or more, none in
-# these small layouts), or over every group of 2 points or more, down to leaves of 1 or 2 points
+# these small layouts), or over every group of 2 points or more, down to leaves of 1 or 2 points; the
+# tree over all the groups (counts within a radius) down to leaves of 8 points, or of 1 or 2
 TREES = {"none": None, "leaf1": (2, 1), "leaf2": (2, 2)}
 
 
@@ -145,6 +146,7 @@ def trees(request, monkeypatch):
     if TREES[request.param]:
         monkeypatch.setattr(IX, "TREE_MIN", TREES[request.param][0])
         monkeypatch.setattr(IX, "TREE_LEAF", TREES[request.param][1])
+        monkeypatch.setattr(IX, "OUTER_LEAF", TREES[request.param][1])
     return request.param
 
 

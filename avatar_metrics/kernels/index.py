@@ -44,14 +44,23 @@ the one scan term), and so is the quotient. A point is skipped only when its
 bound is strictly above ``d2``: it could change neither ``d1``, ``d2``, the
 count at ``d1`` nor the tie-break.
 
-The same traversal counts candidates within a radius (``within``, the
-Local Cloaking and Hidden Rate primitive): the pruning limit of a query is
-then its fixed radius instead of its moving ``d2``. A point is skipped only
-when its bound exceeds the radius, so it lies beyond the radius: every
-candidate at distance <= radius is met, counted (``le``, and ``lt`` when
-strictly closer), and the members exactly at the radius are hashed for the
-tie-break. Counts of disjoint blocks add up; their winners merge by the
-smallest (key, id).
+Counts within a radius (``within``, the Local Cloaking and Hidden Rate
+primitive) walk a tree over all the groups instead of the groups one by one.
+The groups are laid out in the order of their profiles, the variables of
+fewest levels first; a node of that tree is a run of whole groups split at the
+group boundary nearest its middle point, and keeps per variable the min and
+max of its values and its count of nulls. From those, each variable's term
+lies between a least and a most value (a categorical the node never takes
+gives 1, one it always takes 0; a numeric gives its gap to the node's range and
+its farthest span), and their float sums in the order of V bound every point's
+distance from below and above (float addition is monotone in each operand).
+A node wholly beyond the query's radius is skipped, one wholly inside it is
+counted at once (strictly inside: no tie at the radius), a node of one group
+goes through that group's tree or its runs of four points (``_count_boxes``),
+and a small node of several groups point by point. Every candidate at distance
+<= radius is met or counted (``le``, and ``lt`` when strictly closer), and
+the members exactly at the radius are hashed for the tie-break. Counts of
+disjoint blocks add up; their winners merge by the smallest (key, id).
 
 The per-query loops are compiled with numba (no fastmath: IEEE operations in
 the same order as the numpy kernel).
@@ -330,13 +339,13 @@ def _kd_tree(P, gstart, gstop, is_num, ranges, tree_min, leaf, cap):
 
 @njit(cache=_CACHE)
 def _scan_group(Q, qsel, sq, lb, P, start, stop, root, scan, scanvals, is_cat, ranges, nv,
-                members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree):
+                members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
     """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``).
 
     ``lim[q]`` is the query's pruning limit (its d2, or its radius): a point
     whose lower bound exceeds it is never met. A group with a tree (``root`` >= 0)
-    goes through it (``_tree_group``); otherwise counts within a radius go box by
-    box (``_count_boxes``)."""
+    goes through it (``_tree_group``). (Counts within a radius reach the groups
+    through the tree over all of them, ``_within_outer``.)"""
     if root >= 0:
         stack = np.empty(TREE_STACK, dtype=np.int64)
         bstack = np.empty(TREE_STACK)
@@ -347,10 +356,6 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, root, scan, scanvals, is_cat, r
         if root >= 0:
             _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq[q], mode, a, lim, n1, n2,
                         bkey, bcid, stack, bstack)
-            continue
-        if mode == WITHIN:
-            _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, moff, sq[q], lim,
-                         n1, n2, bkey, bcid)
             continue
         x = Q[q, scan] if scan >= 0 else np.nan
         if scan < 0 or np.isnan(x) or np.isnan(scanvals[start]):
@@ -588,7 +593,7 @@ def _by_hamming(prof, gprof):
 
 @njit(cache=_CACHE)
 def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
-              members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree):
+              members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
     """The groups at H >= 2 in order of their bound H/|V|, each for the queries whose
     limit still reaches it; stops when none does (the limits only shrink)."""
     need = qsel.copy()
@@ -608,17 +613,17 @@ def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, r
         if m == 0:
             return
         _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges, nv,
-                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree)
+                    members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
 @njit(cache=_CACHE)
 def _scan_list(Q, qsel, sq, lb, groups, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
-               members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree):
+               members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
     """Groups at one bound (the groups one position away), in one compiled call."""
     for i in range(groups.shape[0]):
         g = groups[i]
         _scan_group(Q, qsel, sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges, nv,
-                    members, moff, mode, a, lim, n1, n2, bkey, bcid, boxes, tree)
+                    members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
 @njit(cache=_CACHE)
@@ -640,7 +645,6 @@ BOX = 4  # points per box of ``_count_boxes``
 TREE_MIN = 64
 TREE_LEAF = 8
 TREE_STACK = 128
-OUTER_WITHIN = True
 OUTER_LEAF = 8  # a node of the tree over all the groups holding this many points or fewer is a leaf
 # The race of ``_traverse``: with this many queries or more, one in RACE_STRIDE
 # goes first through both ways, and the faster takes the others.
@@ -715,7 +719,15 @@ class CandidateIndex:
         np.cumsum(np.bincount(inverse, minlength=uniq.shape[0]), out=moff[1:])
         # 2. groups by profile; 3. scan variable
         prof = _profiles(points, space.is_cat)
-        gkeys, ginv = np.unique(_rows_as_bytes(prof), return_inverse=True)
+        gkeys, gfirst, ginv = np.unique(_rows_as_bytes(prof), return_index=True, return_inverse=True)
+        # groups in the order of their profiles, the variables of fewest levels first: the tree
+        # over all the groups splits on those first, so its nodes share their values
+        gp = prof[gfirst]
+        levels = np.array([np.unique(gp[:, v]).size for v in range(nv)])
+        pri = np.argsort(levels, kind="stable")
+        rank = np.empty(gkeys.size, dtype=np.int64)
+        rank[np.lexsort([gp[:, v] for v in pri[::-1]])] = np.arange(gkeys.size)
+        ginv = rank[ginv]
         numeric = np.flatnonzero(~space.is_cat & (space.ranges > 0))
         self.scan = -1
         if numeric.size:
@@ -835,12 +847,12 @@ class CandidateIndex:
         (counts within a radius: the nodes of the tree over all the groups that cross it)."""
         if qs.size == 0:
             return
-        if args[6] == WITHIN and OUTER_WITHIN:
+        if args[6] == WITHIN:
             _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer)
             return
         nv = self.space.n_vars
         lim = args[8]
-        extra = (*args[1:], self.boxes, self.tree)
+        extra = (*args[1:], self.tree)
         qprof = _profiles(Q[qs], self.space.is_cat)
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
