@@ -284,6 +284,18 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
         assert merged == want
 
 
+def test_empty_block_changes_nothing():
+    space = K.Space(is_cat=np.array([False, True]), ranges=np.array([1.0, 0.0]))
+    idx = built(np.zeros((0, 2)), np.zeros(0, dtype=np.int64), space)
+    Q = np.array([[0.5, 1.0], [np.nan, 0.0]])
+    carried = IX.plain_search(Q, np.arange(2), np.array([[0.1, 1.0]]), np.array([7]), space, 3)
+    got = idx.search(Q, np.arange(2), 3, carried)
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(got, f), getattr(carried, f)), f
+    w = idx.within(Q, np.arange(2), 3, np.array([1.0, 0.0]))
+    assert w.le.tolist() == [0, 0] and w.lt.tolist() == [0, 0] and w.cid.tolist() == [-1, -1]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_trees_at_their_real_size(seed):
     """Groups of thousands of points, searched through trees of the job's own sizes (leaves of

@@ -416,10 +416,12 @@ def _outer_tree(gstart, gstop, leaf):
     gb = np.zeros(cap, dtype=np.int64)
     left = np.full(cap, -1, dtype=np.int64)
     stack = np.empty(cap, dtype=np.int64)
+    if G == 0:
+        return ga[:0].copy(), gb[:0].copy(), left[:0].copy()
     ga[0], gb[0] = 0, G
     k = 1
     stack[0] = 0
-    sp = 1 if G > 0 else 0
+    sp = 1
     while sp > 0:
         sp -= 1
         c = stack[sp]
@@ -766,8 +768,7 @@ class CandidateIndex:
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         # 5. the tree over all the groups, for the counts within a radius
         oga, ogb, oleft = _outer_tree(self.gstart, self.gstop, OUTER_LEAF)
-        ons = self.gstart[oga] if oga.size else np.zeros(0, np.int64)
-        one = self.gstop[ogb - 1] if oga.size else np.zeros(0, np.int64)
+        ons, one = self.gstart[oga], self.gstop[ogb - 1]
         olo, ohi, onull = _outer_summaries(self.P, ons, one)
         self.outer = (ons, one, oga, ogb, oleft, self.moff[one] - self.moff[ons], olo, ohi, onull, self.gstart)
         self.n_candidates = int(cids.shape[0])
