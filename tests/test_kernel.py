@@ -152,8 +152,11 @@ def trees(request, monkeypatch):
 
 def built(C, cids, space):
     idx = CandidateIndex(C, cids, space)
-    # a tree over every group of TREE_MIN points or more, and over no other
-    assert np.array_equal(idx.tree[6] >= 0, idx.gstop - idx.gstart >= IX.TREE_MIN)
+    # a tree over every group of TREE_MIN points or more with values on two numeric variables or
+    # more, and over no other (with one, the sorted scan meets the points in order of distance)
+    numeric = ~space.is_cat & (space.ranges > 0)
+    valued = (~np.isnan(idx.P[idx.gstart][:, numeric])).sum(axis=1) if idx.gstart.size else np.zeros(0)
+    assert np.array_equal(idx.tree[6] >= 0, (idx.gstop - idx.gstart >= IX.TREE_MIN) & (valued >= 2))
     return idx
 
 

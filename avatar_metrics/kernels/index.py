@@ -21,9 +21,9 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    variable; a query scans outward from its place and stops on each side when
    the group's H ones plus that variable's own term, ``(H + |x - y| / range) /
    |V|`` (shrunk by the margin of the boxes below), exceeds ``d2``.
-4. **Trees of boxes.** A group of ``TREE_MIN`` points or more (one profile
-   shared by thousands of points: many continuous variables, few categories)
-   is not scanned but split in two at the median of its most spread numeric
+4. **Trees of boxes.** A group of ``TREE_MIN`` points or more with values on
+   two numeric variables or more (one profile shared by thousands of points:
+   many continuous variables, few categories) is not scanned but split in two at the median of its most spread numeric
    variable, again and again down to leaves of ``TREE_LEAF`` points; each node
    keeps the min and max of every numeric variable. A query walks the tree
    depth first, the nearer child first, and skips a node whose bound, (H +
@@ -269,7 +269,8 @@ def _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq, 
 
 @njit(cache=_CACHE)
 def _kd_tree(P, gstart, gstop, is_num, ranges, tree_min, leaf, cap):
-    """Trees of boxes over the groups of ``tree_min`` points or more.
+    """Trees of boxes over the groups of ``tree_min`` points or more and two numeric
+    variables or more with values.
 
     A node is a run of the group's points with the min and max of each numeric
     variable (NaN where the group has none); a node of more than ``leaf`` points
@@ -290,6 +291,12 @@ def _kd_tree(P, gstart, gstop, is_num, ranges, tree_min, leaf, cap):
     k = 0
     for g in range(G):
         if gstop[g] - gstart[g] < tree_min:
+            continue
+        spread = 0  # numeric variables with values in the group: with one, its sorted scan visits
+        for v in range(nv):  # the points in order of distance, and hashes no tied member in vain
+            if is_num[v] and not np.isnan(P[gstart[g], v]):
+                spread += 1
+        if spread < 2:
             continue
         groot[g] = k
         ns[k] = gstart[g]
@@ -641,7 +648,8 @@ def _flat(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n
 
 
 BOX = 4  # points per box of ``_count_boxes``
-# Groups of TREE_MIN points or more are searched through a tree of boxes (``_kd_tree``)
+# Groups of TREE_MIN points or more (and two numeric variables with values) are searched
+# through a tree of boxes (``_kd_tree``)
 # whose leaves hold at most TREE_LEAF points; TREE_STACK bounds its depth-first stack
 # (a tree is at most log2(points) + 1 levels deep, and the stack grows by one per level).
 TREE_MIN = 64
