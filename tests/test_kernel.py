@@ -299,6 +299,40 @@ def test_empty_block_changes_nothing():
     assert w.le.tolist() == [0, 0] and w.lt.tolist() == [0, 0] and w.cid.tolist() == [-1, -1]
 
 
+def test_race_times_the_plain_scan_from_the_state_before_the_sample(monkeypatch):
+    """The plain scan of the race must do the work it would do in the index's place: start from
+    the state the queries had before the index folded the sample, not from the index's result
+    (from there it skips the search for the nearest points and wins races it should lose)."""
+    rng = np.random.default_rng(5)
+    space = K.Space(is_cat=np.array([True, False]), ranges=np.array([0.0, 1.0]))
+    C = np.c_[rng.integers(0, 3, 2000), rng.integers(0, 5, 2000) / 4]
+    Q = np.c_[rng.integers(0, 3, 600), rng.random(600)]
+    idx = built(C, np.arange(2000, dtype=np.int64), space)
+    seen = []
+    real = IX._flat
+
+    def recording(Qa, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, *rest):
+        if Qa.shape[0] == Q.shape[0]:
+            seen.append((qsel.copy(), a[qsel].copy(), lim[qsel].copy()))
+        return real(Qa, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, *rest)
+
+    monkeypatch.setattr(IX, "_flat", recording)
+    monkeypatch.setattr(IX, "RACE_MIN_QUERIES", 1)
+    IX._warm_up()
+    carried = IX.plain_search(Q, np.arange(600), C[:50], np.arange(50, dtype=np.int64) + 10**6, space, 9)
+    before = (carried.d1.copy(), carried.d2.copy())
+    got = idx.search(Q, np.arange(600), 9, carried, how="auto")
+    races = [s for s in seen if s[0].size < Q.shape[0] // IX.RACE_STRIDE + 1]
+    assert races  # the race ran the plain scan on the sample
+    for qsel, d1, d2 in races:
+        assert np.array_equal(d1, before[0][qsel]) and np.array_equal(d2, before[1][qsel])
+    want = IX.plain_search(Q, np.arange(600), C, np.arange(2000, dtype=np.int64), space, 9,
+                           IX.plain_search(Q, np.arange(600), C[:50], np.arange(50, dtype=np.int64) + 10**6,
+                                           space, 9))
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_trees_at_their_real_size(seed):
     """Groups of thousands of points, searched through trees of the job's own sizes (leaves of

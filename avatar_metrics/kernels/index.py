@@ -828,15 +828,19 @@ class CandidateIndex:
         nq = Q.shape[0]
         rest = np.arange(nq, dtype=np.int64)
         if how == "auto" and nq >= RACE_MIN_QUERIES:
+            _warm_up()  # the race must time the searches, not the loading of their compiled code
             for j in range(space.n_vars):  # built before the timing: the sample must not pay for them
                 self._wild_at(j)
             sample = rest[::RACE_STRIDE]
+            # the plain scan's copy of the state, taken before the index folds the sample:
+            # from the index's result it would skip the work of finding the nearest points
+            # (with many tied members, most of it) and win races it should lose
+            scratch = (fold[0], *(np.array(x) for x in fold[1:]))
             t0 = time.perf_counter()
             self._by_index(Q, sample, sq, args)
             t_index = time.perf_counter() - t0
             # the plain scan on the same queries, 1, 2, 4, ... at a time, stopped as soon
             # as it has cost more than the index did (its state is dropped)
-            scratch = (fold[0], *(np.array(x) for x in fold[1:]))
             done, step, t_flat = 0, 1, 0.0
             while done < sample.size and t_flat <= t_index:
                 t0 = time.perf_counter()
@@ -894,6 +898,27 @@ class CandidateIndex:
                 order, H = _by_hamming(prof, self.gprof)
                 _scan_far(Q, need, sq, order, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
                           *extra)
+
+
+_WARM: list[bool] = []  # set once this process has run every compiled entry point
+
+
+def _warm_up() -> None:
+    """Run both ways, nearest and within, once on a tiny block, so that the race of
+    ``_traverse`` does not time numba loading its functions from the cache (about 15 ms
+    per entry point in a new Python worker, as much as the index's whole share of a
+    race sample on a small block) or compiling them (seconds, cache cold)."""
+    if _WARM:
+        return
+    _WARM.append(True)
+    space = Space(is_cat=np.array([True, True, True, False]), ranges=np.array([0.0, 0.0, 0.0, 1.0]))
+    C = np.array([[0, 0, 0, 0.5], [1, 0, 0, 0.2], [1, 1, 0, 0.9], [1, 1, 1, np.nan]])
+    Q = np.array([[0, 0, 0, 0.1], [1, 1, 1, 0.3]])
+    qids = np.arange(2, dtype=np.int64)
+    index = CandidateIndex(C, np.arange(4, dtype=np.int64) + 2, space)
+    for how in ("index", "flat"):
+        index.search(Q, qids, 0, how=how)
+        index.within(Q, qids, 0, np.array([0.5, 1.0]), how=how)
 
 
 def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
