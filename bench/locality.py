@@ -6,8 +6,9 @@ The avatars of a shape (``bench/shapes.py``, every variable: the Closest Rate
 search) are sorted by a key and cut into equal blocks; each block keeps, per
 variable, the summary a block of issue 14 would carry (numeric: min, max and
 whether nulls occur; categorical: the set of its codes and whether nulls
-occur), from which a lower bound of the Gower distance from a query to any
-record of the block follows. For a sample of originals, prints the blocks
+occur), and the lower bound of the Gower distance from a query to any record
+of the block that the index's tree over the groups computes for a node
+(``_outer_bounds``). For a sample of originals, prints the blocks
 each would visit, on average, out of all of them:
 
 - "ideal": the blocks whose bound does not exceed the query's true second
@@ -28,6 +29,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,27 +42,35 @@ from avatar_metrics.kernels import index as IX  # noqa: E402
 from avatar_metrics.kernels.gower import search_salt  # noqa: E402
 
 
+@njit
+def _node_bounds(Q, outer, is_cat, ranges, nv):
+    out = np.empty(Q.shape[0])
+    for q in range(Q.shape[0]):
+        out[q] = IX._outer_bounds(Q, q, 0, outer, is_cat, ranges, nv)[0]
+    return out
+
+
 def lower_bounds(Q: np.ndarray, B: np.ndarray, space) -> np.ndarray:
-    """Per query, a lower bound of its distance to every row of the block B (a simulation:
-    float rounding is not guarded, unlike the index's bounds)."""
-    total = np.zeros(Q.shape[0])
-    for v in range(space.n_vars):
-        x, col = Q[:, v], B[:, v]
-        nulls = np.isnan(col)
-        x_null = np.isnan(x)
-        null_term = 0.0 if nulls.any() else 1.0  # a null query: 0 if the block has a null
-        if nulls.all():
-            t = np.where(x_null, 0.0, 1.0)
-        elif space.is_cat[v]:
-            t = np.where(x_null, null_term, np.where(np.isin(x, np.unique(col[~nulls])), 0.0, 1.0))
-        elif space.ranges[v] > 0:
-            lo, hi, r = col[~nulls].min(), col[~nulls].max(), space.ranges[v]
-            gap = np.where(x < lo, (lo - x) / r, np.where(x > hi, (x - hi) / r, 0.0))
-            t = np.where(x_null, null_term, np.minimum(gap, 1.0) if nulls.any() else gap)
-        else:
-            t = np.where(x_null, null_term, 0.0)
-        total += t
-    return total / space.n_vars
+    """Per query, the index's own lower bound (``_outer_bounds``, safe in floating point) of its
+    distance to every row of the block B, taken as one node. The categories are coded within the
+    block, as a block's candidates are in the job: a query's category the block lacks is -1, out
+    of the block's codes, and its term is 1."""
+    Q, B = Q.copy(), B.copy()
+    for v in np.flatnonzero(space.is_cat):
+        values = np.unique(B[:, v][~np.isnan(B[:, v])])
+        for X in (Q, B):
+            x = X[:, v].copy()
+            code = np.full(x.shape, -1.0)
+            if values.size:
+                at = np.minimum(np.searchsorted(values, x), values.size - 1)
+                code = np.where(values[at] == x, at, -1.0)
+            X[:, v] = np.where(np.isnan(x), np.nan, code)
+    one = np.zeros(1, dtype=np.int64)
+    ns, ne = one, np.array([B.shape[0]], dtype=np.int64)
+    lo, hi, nnull = IX._outer_summaries(np.ascontiguousarray(B), ns, ne)
+    outer = (ns, ne, one, one, one, one, lo, hi, nnull, one)
+    return _node_bounds(np.ascontiguousarray(Q), outer, np.ascontiguousarray(space.is_cat, dtype=np.bool_),
+                        np.ascontiguousarray(space.ranges, dtype=np.float64), space.n_vars)
 
 
 def visits(Q, qids, C, cids, space, salt, order, n_blocks, truth_d2) -> tuple[float, float]:

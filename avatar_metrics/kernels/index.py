@@ -23,8 +23,9 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    |V|`` (shrunk by the margin of the boxes below), exceeds ``d2``.
 4. **Trees of boxes.** A group of ``TREE_MIN`` points or more with values on
    two numeric variables or more (one profile shared by thousands of points:
-   many continuous variables, few categories) is not scanned but split in two at the median of its most spread numeric
-   variable, again and again down to leaves of ``TREE_LEAF`` points; each node
+   many continuous variables, few categories) is not scanned but split in two
+   at the median of its most spread numeric variable, again and again down to
+   leaves of ``TREE_LEAF`` points; each node
    keeps the min and max of every numeric variable. A query walks the tree
    depth first, the nearer child first, and skips a node whose bound, (H +
    gaps to its box) / |V| shrunk by the box margin, exceeds its limit; a count
@@ -292,11 +293,11 @@ def _kd_tree(P, gstart, gstop, is_num, ranges, tree_min, leaf, cap):
     for g in range(G):
         if gstop[g] - gstart[g] < tree_min:
             continue
-        spread = 0  # numeric variables with values in the group: with one, its sorted scan visits
+        valued = 0  # numeric variables with values in the group: with one, its sorted scan visits
         for v in range(nv):  # the points in order of distance, and hashes no tied member in vain
             if is_num[v] and not np.isnan(P[gstart[g], v]):
-                spread += 1
-        if spread < 2:
+                valued += 1
+        if valued < 2:
             continue
         groot[g] = k
         ns[k] = gstart[g]
@@ -900,7 +901,7 @@ class CandidateIndex:
                           *extra)
 
 
-_WARM: list[bool] = []  # set once this process has run every compiled entry point
+_WARMED = False  # set once this process has run every compiled entry point
 
 
 def _warm_up() -> None:
@@ -908,9 +909,10 @@ def _warm_up() -> None:
     ``_traverse`` does not time numba loading its functions from the cache (about 15 ms
     per entry point in a new Python worker, as much as the index's whole share of a
     race sample on a small block) or compiling them (seconds, cache cold)."""
-    if _WARM:
+    global _WARMED
+    if _WARMED:
         return
-    _WARM.append(True)
+    _WARMED = True
     space = Space(is_cat=np.array([True, True, True, False]), ranges=np.array([0.0, 0.0, 0.0, 1.0]))
     C = np.array([[0, 0, 0, 0.5], [1, 0, 0, 0.2], [1, 1, 0, 0.9], [1, 1, 1, np.nan]])
     Q = np.array([[0, 0, 0, 0.1], [1, 1, 1, 0.3]])
