@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 from pyspark.sql import functions as F
 
-from avatar_metrics.engine.aggregate import exact_sums
+from avatar_metrics.engine.aggregate import exact_sums, exact_summaries
 
 
 def _awkward_values() -> list[float]:
@@ -34,6 +34,19 @@ def test_exact_sums_are_the_rational_sums(spark, partitions):
     assert got["a"] == (sum(map(Fraction, vals), Fraction(0)), len(vals))
     assert got["b"] == (sum(map(Fraction, b), Fraction(0)), len(b))
     assert got["twice"] == (sum((Fraction(v * 0.5) for v in vals), Fraction(0)), len(vals))
+
+
+@pytest.mark.parametrize("partitions", [1, 7])
+def test_exact_summaries_give_the_range_with_the_sums(spark, partitions):
+    vals = _awkward_values()[::3] + [-2.5e-300, 4.0]
+    rows = [(v, None if i % 5 else v + 1.0) for i, v in enumerate(vals)]
+    df = spark.createDataFrame(rows, "a double, b double").repartition(partitions)
+    got = exact_summaries(df, {"a": F.col("a"), "b": F.col("b"), "none": F.lit(None).cast("double")})
+    b = [r[1] for r in rows if r[1] is not None]
+    assert (got["a"].total, got["a"].n, got["a"].lo, got["a"].hi) == (sum(map(Fraction, vals), Fraction(0)), len(vals),
+                                                                       min(vals), max(vals))
+    assert (got["b"].n, got["b"].lo, got["b"].hi) == (len(b), min(b), max(b))
+    assert (got["none"].n, got["none"].lo, got["none"].hi) == (0, None, None)
 
 
 def test_exact_sums_refuse_infinite_values(spark):

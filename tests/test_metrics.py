@@ -63,6 +63,28 @@ def test_knowledge(spark, frames, known):
     assert m["details"]["n"] == len(O)
 
 
+def test_knowledge_when_every_profile_hashes_alike(spark, frames, monkeypatch):
+    """The profile's hash only places the rows: with all of them colliding the profiles still decide."""
+    from avatar_metrics.metrics import knowledge
+
+    monkeypatch.setattr(knowledge, "_profile_hash", lambda cols: F.lit(7).cast("long"))
+    O, A = frames
+    known = ["i_small", "cat2", "cont"]
+    rep = run(spark, O, A, 3, known_variables=known, records=True)
+    m = rep["metrics"]["knowledge_protection_rate"]
+    assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == ref.knowledge(O, A, known, KINDS)
+
+
+def test_knowledge_bins_minus_zero_as_zero(spark):
+    """-0.0 and 0.0 are one bin and must hash alike: both sides of the join are placed by the hash."""
+    from avatar_metrics.metrics.knowledge import PROFILE, Bins, _binned
+
+    df = spark.createDataFrame([(1, -0.0), (2, 0.0)], "__am_id long, x double")
+    rows = _binned(df, ["x"], ["numeric"], [Bins(lo=0.0, step=1.0)]).orderBy("__am_id").collect()
+    assert [math.copysign(1.0, r["k0"]) for r in rows] == [1.0, 1.0]
+    assert rows[0][PROFILE] == rows[1][PROFILE]
+
+
 def test_knowledge_zero_mean_and_constant(spark):
     z = [-3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 5.0, 5.0, 0.25, -0.25]
     O = pd.DataFrame({"z": z, "c": [7] * 10})

@@ -8,6 +8,7 @@ per exponent (``exact_sums``) and the driver adds those integers: exact.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence
 
@@ -39,16 +40,18 @@ def _parts(x: Column) -> list[Column]:
     return [e, M]
 
 
-def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[Fraction, int]]:
-    """Exact sum and count of the non-null values of each column expression.
+@dataclass(frozen=True)
+class Summary:
+    """Exact sum and count of a column's non-null values, and its smallest and largest (None when none)."""
 
-    Each value is split into its exponent and an integer mantissa, the
-    mantissas are added per (column, exponent) in 64-bit integers (high and
-    low halves apart, so no sum overflows), and the driver adds the few
-    parts as a rational number: the same total in any order, on any
-    partitioning (the idea of ``kernels.exact``, in Spark SQL: no Python
-    worker, one Spark action).
-    """
+    total: Fraction
+    n: int
+    lo: float | None
+    hi: float | None
+
+
+def exact_summaries(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, Summary]:
+    """``exact_sums`` with each column's range, from the same single Spark action."""
     names = list(columns)
     if not names:
         return {}
@@ -60,7 +63,7 @@ def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[
     bad = F.abs(F.col("x")) == F.lit(float("inf"))
     e, M = _parts(F.col("x"))
     parts = values.select(
-        "var",
+        "var", "x",
         F.when(zero, F.lit(0)).when(bad, F.lit(NOT_FINITE)).otherwise(e).alias("e"),
         F.when(zero | bad, F.lit(0).cast("long")).otherwise(M).alias("M"),
     )
@@ -68,17 +71,31 @@ def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[
     agg = (
         parts.groupBy("var", "e")
         .agg(F.sum(hi).alias("hi"), F.sum(F.col("M") - F.shiftleft(hi, SHIFT)).alias("lo"),
-             F.count(F.lit(1)).alias("n"))
+             F.count(F.lit(1)).alias("n"), F.min("x").alias("xmin"), F.max("x").alias("xmax"))
         .collect()
     )
     if any(r["e"] == NOT_FINITE for r in agg):
         raise ValueError("exact sums need finite values")
-    out: dict[str, tuple[Fraction, int]] = {}
+    out: dict[str, Summary] = {}
     for i, name in enumerate(names):
         rows = [r for r in agg if r["var"] == i]
         total = recompose((r["e"], r["hi"], r["lo"]) for r in rows)
-        out[name] = (total, int(sum(r["n"] for r in rows)))
+        out[name] = Summary(total, int(sum(r["n"] for r in rows)),
+                            min((r["xmin"] for r in rows), default=None), max((r["xmax"] for r in rows), default=None))
     return out
+
+
+def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[Fraction, int]]:
+    """Exact sum and count of the non-null values of each column expression.
+
+    Each value is split into its exponent and an integer mantissa, the
+    mantissas are added per (column, exponent) in 64-bit integers (high and
+    low halves apart, so no sum overflows), and the driver adds the few
+    parts as a rational number: the same total in any order, on any
+    partitioning (the idea of ``kernels.exact``, in Spark SQL: no Python
+    worker, one Spark action).
+    """
+    return {name: (s.total, s.n) for name, s in exact_summaries(df, columns).items()}
 
 
 def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | None], int]:

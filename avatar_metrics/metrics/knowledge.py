@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..engine.aggregate import exact_sums
+from ..engine.aggregate import exact_summaries, exact_sums
 from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..config import Config
@@ -32,6 +32,7 @@ KEY_NAME = "knowledge_protection_rate"
 
 
 BIG = 2.0**52  # from here on every float64 is an integer
+PROFILE = "__profile"  # a 64-bit hash of a binned profile: the key both sides of the join are partitioned by
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,10 @@ def bins_for(n: int, vmin, vmax, mean: float, sd: float) -> Bins:
 
 
 def _binned(df: DataFrame, names, kinds, bins: list[Bins | None]) -> DataFrame:
-    """``ID`` and the binned profile ``k0, k1, ...`` from the columns ``names``."""
+    """``ID``, the binned profile ``k0, k1, ...`` from the columns ``names``, and its hash ``PROFILE``.
+
+    No bin is -0.0 (Spark's ``floor`` gives a long), so equal bins hash alike.
+    """
     cols = [F.col(ID)]
     for i, (c, kind, b) in enumerate(zip(names, kinds, bins)):
         if kind == "numeric":
@@ -72,12 +76,41 @@ def _binned(df: DataFrame, names, kinds, bins: list[Bins | None]) -> DataFrame:
             cols.append(binned.alias(f"k{i}"))
         else:
             cols.append(col(c).alias(f"k{i}"))
-    return df.select(*cols)
+    out = df.select(*cols)
+    return out.withColumn(PROFILE, _profile_hash([f"k{i}" for i in range(len(names))]))
+
+
+def _profile_hash(cols) -> Column:
+    """Where a binned profile goes: equal profiles hash alike; unequal ones may too (checked in the join)."""
+    return F.xxhash64(*cols)
 
 
 def unique_profiles(df: DataFrame, cols) -> DataFrame:
     """The profiles on ``cols`` that occur exactly once (null is a value), with their record's id."""
     return df.groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"), F.min(ID).alias(ID)).filter("__c = 1").drop("__c")
+
+
+def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
+    """The bins of the numeric known variables from exact statistics over U (two Spark actions)."""
+    numeric = [k for k, kind in zip(kcols, kinds) if kind == "numeric"]
+    bins: list[Bins | None] = [None] * len(kcols)
+    if not numeric:
+        return bins
+    first = exact_summaries(U, {k: col(k) for k in numeric})
+    means = {k: (mean_of(s.total, s.n) if s.n else math.nan) for k, s in first.items()}
+    scale = {k: deviation_scale(max(s.hi - means[k], means[k] - s.lo)) for k, s in first.items() if s.n}
+
+    def square(k):
+        d = (col(k).cast("double") - F.lit(means[k])) * F.lit(2.0 ** -scale[k])
+        return d * d
+
+    dev = exact_sums(U, {k: square(k) for k in scale})
+    for i, k in enumerate(kcols):
+        if k in first:
+            s = first[k]
+            sd = math.ldexp(sd_of(dev[k][0], s.n), scale[k]) if s.n else math.nan
+            bins[i] = bins_for(s.n, s.lo, s.hi, means[k], sd)
+    return bins
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -91,50 +124,36 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     kcols = [f"k{i}" for i in range(len(known))]
 
     # U straight from the grouping: a unique profile is its record's known values
-    # (grouping takes -0.0 as 0.0, which changes no statistic and no bin)
+    # (grouping takes -0.0 as 0.0, which changes no statistic and no bin); read
+    # again only when numeric statistics are taken from it
     o_raw = inputs.originals.select(ID, *[col(c).alias(k) for k, c in zip(kcols, known)])
-    U = cache_plain(unique_profiles(o_raw, kcols))
+    U = unique_profiles(o_raw, kcols)
+    if "numeric" in kinds:
+        U = cache_plain(U)
     try:
-        numeric = [k for k, kind in zip(kcols, kinds) if kind == "numeric"]
-        first = U.agg(
-            F.count(F.lit(1)).alias("n"),
-            *[F.min(col(k).cast("double")).alias(f"lo{k}") for k in numeric],
-            *[F.max(col(k).cast("double")).alias(f"hi{k}") for k in numeric],
-        ).collect()[0]
-        n_u = first["n"]
-        bins: list[Bins | None] = [None] * len(known)
-        if numeric:
-            sums = exact_sums(U, {k: col(k) for k in numeric})
-            means = {k: (mean_of(s, cnt) if cnt else math.nan) for k, (s, cnt) in sums.items()}
-            scale = {k: deviation_scale(max(first[f"hi{k}"] - means[k], means[k] - first[f"lo{k}"]))
-                     for k in numeric if sums[k][1]}
-
-            def square(k):
-                d = (col(k).cast("double") - F.lit(means[k])) * F.lit(2.0 ** -scale[k])
-                return d * d
-
-            dev = exact_sums(U, {k: square(k) for k in scale})
-            for i, k in enumerate(kcols):
-                if k in sums:
-                    cnt = sums[k][1]
-                    sd = math.ldexp(sd_of(dev[k][0], cnt), scale[k]) if cnt else math.nan
-                    bins[i] = bins_for(cnt, first[f"lo{k}"], first[f"hi{k}"], means[k], sd)
-
+        bins = _numeric_bins(U, kcols, kinds)
+        # the avatars partitioned by their profile's hash before grouping: the grouping
+        # adds no shuffle, and its output is already where the join on that hash wants
+        # it. The profiles' own equality is one opaque condition checked after the hash
+        # matches, so that Spark does not make its columns join keys too (it would
+        # shuffle both sides once more by all of them).
         u_binned = _binned(U, kcols, kinds, bins)
-        a_binned = _binned(inputs.avatars, known, kinds, bins)
+        a_binned = _binned(inputs.avatars, known, kinds, bins).repartition(PROFILE)
         # b1 holds each profile once: the side to hash, no sort of either side
-        b1 = unique_profiles(a_binned, kcols).select(*kcols, F.lit(True).alias("__hit")).hint("shuffle_hash")
-        cond = [u_binned[k].eqNullSafe(b1[k]) for k in kcols]
+        b1 = (a_binned.groupBy(PROFILE, *kcols).agg(F.count(F.lit(1)).alias("__c")).filter("__c = 1")
+              .select(PROFILE, *kcols, F.lit(True).alias("__hit")).hint("shuffle_hash"))
+        differ = [F.when(u_binned[k].eqNullSafe(b1[k]), 0).otherwise(1) for k in kcols]
+        same = (F.greatest(*differ) if len(differ) > 1 else differ[0]) == 0
+        cond = (u_binned[PROFILE] == b1[PROFILE]) & same
+        # one join: b1 has each profile once, so every record of U comes out once
+        joined = u_binned.join(b1, cond, "left").select(ID, F.coalesce("__hit", F.lit(False)).alias("kpr_matched"))
         records = None
         if keep_records:
-            # one join: b1 has each profile once, so every record of U comes out once
-            records = cache_plain(
-                u_binned.join(b1, cond, "left")
-                .select(ID, F.lit(True).alias("kpr_unique"), F.coalesce("__hit", F.lit(False)).alias("kpr_matched"))
-            )
-            matched = records.filter("kpr_matched").count()
-        else:
-            matched = u_binned.join(b1, cond, "left_semi").count()
+            records = cache_plain(joined.select(ID, F.lit(True).alias("kpr_unique"), "kpr_matched"))
+            joined = records
+        counts = joined.agg(F.count(F.lit(1)).alias("n_u"),
+                            F.count(F.when(F.col("kpr_matched"), 1)).alias("matched")).collect()[0]
+        n_u, matched = counts["n_u"], counts["matched"]
     finally:
         U.unpersist()
 
