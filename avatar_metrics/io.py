@@ -131,6 +131,21 @@ def _has_file_metadata(df: DataFrame) -> bool:
         return False
 
 
+def _local_longs(spark, rows, names) -> DataFrame:
+    """A small table of 64-bit integers held in the plan itself (SQL ``VALUES``).
+
+    ``createDataFrame`` would make it an RDD, and broadcasting it a Spark job
+    of its own (about a second with a cold JVM); a local table is broadcast
+    from the driver. Only numbers the driver computed go into the text.
+    """
+    if not rows:
+        rows, where = [(0,) * len(names)], " WHERE false"
+    else:
+        where = ""
+    values = ", ".join("(" + ", ".join(f"{int(v)}L" for v in r) + ")" for r in rows)
+    return spark.sql(f"SELECT * FROM VALUES {values} AS t({', '.join(names)}){where}")
+
+
 def with_position(df: DataFrame, col: str = ID) -> DataFrame:
     """Add ``col``: the 0-based position of each record in the input order.
 
@@ -164,7 +179,7 @@ def with_position(df: DataFrame, col: str = ID) -> DataFrame:
     for r in groups:
         offsets.append((r["__am_p"], r["m0"], r["m0"] + r["n"], total))
         total += r["n"]
-    table = df.sparkSession.createDataFrame(offsets, "__am_q long, __am_m0 long, __am_m1 long, __am_off long")
+    table = _local_longs(df.sparkSession, offsets, ("__am_q", "__am_m0", "__am_m1", "__am_off"))
     tagged = tag(df)
     inside = ((F.col("__am_p") == F.col("__am_q")) & (F.col(mid) >= F.col("__am_m0"))
               & (F.col(mid) < F.col("__am_m1")))
