@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 from pyspark.sql import functions as F
 
-from avatar_metrics.engine.aggregate import exact_sums, exact_summaries
+from avatar_metrics.engine.aggregate import Summary, exact_sums, exact_summaries, weighted_summaries
 
 
 def _awkward_values() -> list[float]:
@@ -47,6 +47,20 @@ def test_exact_summaries_give_the_range_with_the_sums(spark, partitions):
                                                                        min(vals), max(vals))
     assert (got["b"].n, got["b"].lo, got["b"].hi) == (len(b), min(b), max(b))
     assert (got["none"].n, got["none"].lo, got["none"].hi) == (0, None, None)
+
+
+def test_weighted_summaries_are_those_of_the_records_they_stand_for(spark):
+    """Distinct values with counts (up to 2**33, beyond a 32-bit count) give the records' exact sums and range."""
+    rng = random.Random(2)
+    vals = _awkward_values()[::5]
+    rows = [(i % 2, v, rng.choice([1, 2, 3, 1000, 2**33])) for i, v in enumerate(vals)] + [(1, None, 5)]
+    df = spark.createDataFrame(rows, "var int, x double, w long").repartition(3)
+    got = weighted_summaries(df, ["even", "odd"])
+    for var, name in enumerate(["even", "odd"]):
+        mine = [(x, w) for v, x, w in rows if v == var and x is not None]
+        xs = [x for x, _ in mine]
+        assert got[name] == Summary(sum((Fraction(x) * w for x, w in mine), Fraction(0)), sum(w for _, w in mine),
+                                    min(xs), max(xs))
 
 
 def test_exact_sums_refuse_infinite_values(spark):

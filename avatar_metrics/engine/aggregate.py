@@ -58,20 +58,32 @@ def exact_summaries(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, S
     cells = F.explode(F.array(*[
         F.struct(F.lit(i).alias("var"), columns[n].cast("double").alias("x")) for i, n in enumerate(names)
     ]))
-    values = df.select(cells.alias("c")).select("c.var", "c.x").filter(F.col("x").isNotNull())
+    values = df.select(cells.alias("c")).select("c.var", "c.x", F.lit(1).cast("long").alias("w"))
+    return weighted_summaries(values, names)
+
+
+def weighted_summaries(values: DataFrame, names: Sequence[str]) -> dict[str, Summary]:
+    """``exact_summaries`` of values given as rows (var, x, w): ``w`` times the value ``x`` of ``names[var]``.
+
+    A table of distinct values with their counts gives the statistics of the
+    records they stand for, exactly: a mantissa times a count is an integer,
+    and the high and low halves of the products add up to no more than those
+    of the records would (null ``x`` left out, ``w`` at least 1).
+    """
+    values = values.filter(F.col("x").isNotNull())
     zero = F.col("x") == 0
     bad = F.abs(F.col("x")) == F.lit(float("inf"))
     e, M = _parts(F.col("x"))
     parts = values.select(
-        "var", "x",
+        "var", "x", "w",
         F.when(zero, F.lit(0)).when(bad, F.lit(NOT_FINITE)).otherwise(e).alias("e"),
         F.when(zero | bad, F.lit(0).cast("long")).otherwise(M).alias("M"),
     )
     hi = F.shiftright(F.col("M"), SHIFT)
     agg = (
         parts.groupBy("var", "e")
-        .agg(F.sum(hi).alias("hi"), F.sum(F.col("M") - F.shiftleft(hi, SHIFT)).alias("lo"),
-             F.count(F.lit(1)).alias("n"), F.min("x").alias("xmin"), F.max("x").alias("xmax"))
+        .agg(F.sum(hi * F.col("w")).alias("hi"), F.sum((F.col("M") - F.shiftleft(hi, SHIFT)) * F.col("w")).alias("lo"),
+             F.sum("w").alias("n"), F.min("x").alias("xmin"), F.max("x").alias("xmax"))
         .collect()
     )
     if any(r["e"] == NOT_FINITE for r in agg):

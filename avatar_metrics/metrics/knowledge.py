@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..engine.aggregate import exact_summaries, exact_sums
+from ..engine.aggregate import weighted_summaries
 from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..config import Config
@@ -91,25 +91,36 @@ def unique_profiles(df: DataFrame, cols) -> DataFrame:
 
 
 def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
-    """The bins of the numeric known variables from exact statistics over U (two Spark actions)."""
+    """The bins of the numeric known variables from exact statistics over U.
+
+    The statistics are taken from each variable's distinct values in U with
+    their counts (a small table where values repeat, as ages and hours do):
+    the squared deviations need a second pass, over that table, not over U.
+    """
     numeric = [k for k, kind in zip(kcols, kinds) if kind == "numeric"]
     bins: list[Bins | None] = [None] * len(kcols)
     if not numeric:
         return bins
-    first = exact_summaries(U, {k: col(k) for k in numeric})
-    means = {k: (mean_of(s.total, s.n) if s.n else math.nan) for k, s in first.items()}
-    scale = {k: deviation_scale(max(s.hi - means[k], means[k] - s.lo)) for k, s in first.items() if s.n}
-
-    def square(k):
-        d = (col(k).cast("double") - F.lit(means[k])) * F.lit(2.0 ** -scale[k])
-        return d * d
-
-    dev = exact_sums(U, {k: square(k) for k in scale})
+    cells = F.explode(F.array(*[F.struct(F.lit(i).alias("var"), col(k).cast("double").alias("x"))
+                                for i, k in enumerate(numeric)]))
+    distinct = cache_plain(U.select(cells.alias("c")).select("c.var", "c.x").filter(F.col("x").isNotNull())
+                           .groupBy("var", "x").agg(F.count(F.lit(1)).alias("w")))
+    try:
+        first = weighted_summaries(distinct, numeric)
+        means = {k: mean_of(s.total, s.n) for k, s in first.items() if s.n}
+        scale = {k: deviation_scale(max(first[k].hi - m, m - first[k].lo)) for k, m in means.items()}
+        d = F.lit(None).cast("double")
+        for i, k in enumerate(numeric):
+            if k in means:
+                d = F.when(F.col("var") == i, (F.col("x") - F.lit(means[k])) * F.lit(2.0 ** -scale[k])).otherwise(d)
+        dev = weighted_summaries(distinct.select("var", (d * d).alias("x"), "w"), numeric)
+    finally:
+        distinct.unpersist()
     for i, k in enumerate(kcols):
         if k in first:
             s = first[k]
-            sd = math.ldexp(sd_of(dev[k][0], s.n), scale[k]) if s.n else math.nan
-            bins[i] = bins_for(s.n, s.lo, s.hi, means[k], sd)
+            sd = math.ldexp(sd_of(dev[k].total, s.n), scale[k]) if s.n else math.nan
+            bins[i] = bins_for(s.n, s.lo, s.hi, means.get(k, math.nan), sd)
     return bins
 
 
