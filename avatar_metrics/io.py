@@ -131,6 +131,11 @@ def _has_file_metadata(df: DataFrame) -> bool:
         return False
 
 
+# Past this many rows a table of numbers goes through createDataFrame: a VALUES text of
+# thousands of rows costs Spark's parser and analyser more than the job it saves.
+LOCAL_ROWS = 2000
+
+
 def _local_longs(spark, rows, names) -> DataFrame:
     """A small table of 64-bit integers held in the plan itself (SQL ``VALUES``).
 
@@ -138,6 +143,8 @@ def _local_longs(spark, rows, names) -> DataFrame:
     of its own (about a second with a cold JVM); a local table is broadcast
     from the driver. Only numbers the driver computed go into the text.
     """
+    if len(rows) > LOCAL_ROWS:
+        return spark.createDataFrame(rows, ", ".join(f"{n} long" for n in names))
     if not rows:
         rows, where = [(0,) * len(names)], " WHERE false"
     else:

@@ -10,6 +10,7 @@ import reference as ref
 from avatar_metrics import evaluate
 from avatar_metrics.config import TableSpec, as_config
 from avatar_metrics.errors import ConfigError, InputError
+from avatar_metrics import io
 from avatar_metrics.io import ID, read_table, with_position
 from avatar_metrics.schema import prepare_inputs, release
 
@@ -36,8 +37,10 @@ def write_parts(df, folder, parts, fmt="parquet"):
     return str(folder)
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_position_is_input_order_whatever_the_split(spark, tmp_path, fmt):
+@pytest.mark.parametrize("fmt,local_rows", [("parquet", 2000), ("csv", 2000), ("parquet", 0)])
+def test_position_is_input_order_whatever_the_split(spark, tmp_path, fmt, local_rows, monkeypatch):
+    # local_rows 0: the split offsets go through createDataFrame, as for a table of thousands of splits
+    monkeypatch.setattr(io, "LOCAL_ROWS", local_rows)
     df = frame(3000).assign(seq=np.arange(3000))
     path = write_parts(df, tmp_path / fmt, 4, fmt)
     key = "spark.sql.files.maxPartitionBytes"

@@ -7,8 +7,8 @@ is one bin); categorical values, and null, are kept as they are.
 B1: binned avatar profiles that occur once in A.  S = {x in U : b(x) in B1}.
 KPR = 100 * (1 - |S| / n).
 
-Mean and standard deviation are exact (``engine.aggregate.exact_sums``) so the
-bins do not depend on partitioning.
+Mean and standard deviation are exact (``engine.aggregate.weighted_summaries``) so
+the bins do not depend on partitioning.
 """
 
 from __future__ import annotations
