@@ -1,4 +1,4 @@
-"""Exact sums in Spark SQL (``engine.aggregate.exact_sums``) against rational arithmetic."""
+"""Exact sums in Spark SQL (``engine.aggregate``) against rational arithmetic."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 from pyspark.sql import functions as F
 
-from avatar_metrics.engine.aggregate import Summary, exact_sums, exact_summaries, weighted_summaries
+from avatar_metrics.engine.aggregate import Summary, exact_summaries, weighted_summaries
 
 
 def _awkward_values() -> list[float]:
@@ -29,7 +29,8 @@ def test_exact_sums_are_the_rational_sums(spark, partitions):
     vals = _awkward_values()
     rows = [(v, None if i % 7 == 0 else v / 3) for i, v in enumerate(vals)]
     df = spark.createDataFrame(rows, "a double, b double").repartition(partitions)
-    got = exact_sums(df, {"a": F.col("a"), "b": F.col("b"), "twice": F.col("a") * 0.5})
+    got = {k: (s.total, s.n) for k, s in
+           exact_summaries(df, {"a": F.col("a"), "b": F.col("b"), "twice": F.col("a") * 0.5}).items()}
     b = [r[1] for r in rows if r[1] is not None]
     assert got["a"] == (sum(map(Fraction, vals), Fraction(0)), len(vals))
     assert got["b"] == (sum(map(Fraction, b), Fraction(0)), len(b))
@@ -66,12 +67,12 @@ def test_weighted_summaries_are_those_of_the_records_they_stand_for(spark):
 def test_exact_sums_refuse_infinite_values(spark):
     df = spark.createDataFrame([(1.0,), (float("inf"),)], "a double")
     with pytest.raises(ValueError, match="finite"):
-        exact_sums(df, {"a": F.col("a")})
+        exact_summaries(df, {"a": F.col("a")})
 
 
 def test_exact_sums_of_nothing(spark):
     df = spark.createDataFrame([(None,), (None,)], "a double")
-    assert exact_sums(df, {"a": F.col("a")}) == {"a": (Fraction(0), 0)}
+    assert exact_summaries(df, {"a": F.col("a")}) == {"a": Summary(Fraction(0), 0, None, None)}
 
 
 def test_percentiles_of_several_columns_with_nulls(spark):

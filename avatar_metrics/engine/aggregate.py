@@ -2,7 +2,7 @@
 
 Spark's ``avg`` and ``stddev`` sum doubles in partition order, so their last
 bits depend on partitioning. Here Spark sums the integer parts of the values
-per exponent (``exact_sums``) and the driver adds those integers: exact.
+per exponent (``exact_summaries``) and the driver adds those integers: exact.
 """
 
 from __future__ import annotations
@@ -51,7 +51,15 @@ class Summary:
 
 
 def exact_summaries(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, Summary]:
-    """``exact_sums`` with each column's range, from the same single Spark action."""
+    """Exact sum, count and range of the non-null values of each column expression.
+
+    Each value is split into its exponent and an integer mantissa, the
+    mantissas are added per (column, exponent) in 64-bit integers (high and
+    low halves apart, so no sum overflows), and the driver adds the few
+    parts as a rational number: the same total in any order, on any
+    partitioning (the idea of ``kernels.exact``, in Spark SQL: no Python
+    worker, one Spark action).
+    """
     names = list(columns)
     if not names:
         return {}
@@ -95,19 +103,6 @@ def weighted_summaries(values: DataFrame, names: Sequence[str]) -> dict[str, Sum
         out[name] = Summary(total, int(sum(r["n"] for r in rows)),
                             min((r["xmin"] for r in rows), default=None), max((r["xmax"] for r in rows), default=None))
     return out
-
-
-def exact_sums(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, tuple[Fraction, int]]:
-    """Exact sum and count of the non-null values of each column expression.
-
-    Each value is split into its exponent and an integer mantissa, the
-    mantissas are added per (column, exponent) in 64-bit integers (high and
-    low halves apart, so no sum overflows), and the driver adds the few
-    parts as a rational number: the same total in any order, on any
-    partitioning (the idea of ``kernels.exact``, in Spark SQL: no Python
-    worker, one Spark action).
-    """
-    return {name: (s.total, s.n) for name, s in exact_summaries(df, columns).items()}
 
 
 def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | None], int]:

@@ -3,7 +3,7 @@
 A float64 ``x`` is ``M * 2**(e - 53)`` with ``M`` an integer below 2**53.
 Summing ``M`` per exponent in integers is exact; the parts can be added in any
 order (per partition, then across partitions in Spark) and give the same
-rational number. ``engine.aggregate.exact_sums`` computes the parts in Spark
+rational number. ``engine.aggregate.weighted_summaries`` computes the parts in Spark
 SQL; here they become the total, and the mean and standard deviation, which
 are therefore the same bit for bit on one core or a cluster.
 """
