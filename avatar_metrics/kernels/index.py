@@ -83,16 +83,19 @@ from .keyed import query_salts
 
 @njit(cache=_CACHE, inline="always")
 def _distance(Q, q, P, p, is_cat, ranges, nv):
+    # the same terms as before in the same order; the non-short-circuit | and & let
+    # the compiler select a categorical term without a branch (a branch on codes
+    # equal half the time missed: 9 ns a pair of two categoricals, 3 ns now)
     s = 0.0
     for v in range(nv):
         a = Q[q, v]
         b = P[p, v]
-        an = np.isnan(a)
-        bn = np.isnan(b)
-        if an or bn:
-            t = 0.0 if (an and bn) else 1.0
-        elif is_cat[v]:
-            t = 0.0 if a == b else 1.0
+        an = a != a  # NaN: null
+        bn = b != b
+        if is_cat[v]:
+            t = 0.0 if ((a == b) | (an & bn)) else 1.0
+        elif an | bn:
+            t = 0.0 if (an & bn) else 1.0
         else:
             r = ranges[v]
             t = abs(a - b) / r if r > 0 else 0.0
