@@ -639,7 +639,10 @@ def _scan_list(Q, qsel, sq, lb, groups, gstart, gstop, P, scan, scanvals, is_cat
                     members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
-@njit(cache=_CACHE)
+# _nrt=False: no reference counting of the arrays inside (this function allocates none).
+# With it, the fold's branches kept an increment and a decrement of every array
+# argument per folded point: 55 ns a point, where the fold itself takes 3.
+@njit(cache=_CACHE, _nrt=False)
 def _flat(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid):
     """Every point for every query of ``qsel``: no bound, no pruning (the plain scan)."""
     for i in range(qsel.shape[0]):
