@@ -83,9 +83,10 @@ from .keyed import query_salts
 
 @njit(cache=_CACHE, inline="always")
 def _distance(Q, q, P, p, is_cat, ranges, nv):
-    # the same terms as before in the same order; the non-short-circuit | and & let
-    # the compiler select a categorical term without a branch (a branch on codes
-    # equal half the time missed: 9 ns a pair of two categoricals, 3 ns now)
+    # the spec's terms in V's order (null against null 0, null against a value 1);
+    # the non-short-circuit | and & let the compiler select a categorical term
+    # without a branch (one on codes equal half the time is mispredicted: 9 ns a
+    # pair of two categoricals with it, 3 ns without)
     s = 0.0
     for v in range(nv):
         a = Q[q, v]
@@ -186,11 +187,23 @@ def _gaps(Q, q, k, lo, hi, ranges, nv):
     return lo_sum, hi_sum
 
 
-# NO_REFCOUNT: the functions that fold points are compiled without numba's reference
-# counting (``_nrt=False``; they allocate nothing, the arrays are their caller's). With it,
-# the fold's branches kept an increment and a decrement of every array argument around
-# each folded point: 55 ns a point, where the fold itself takes 3.
-NO_REFCOUNT = {"_nrt": False}
+def _no_refcount() -> dict:
+    """numba's option to compile a function without reference counting, where numba has it.
+
+    The functions that fold points (``NO_REFCOUNT``) allocate nothing: their arrays are
+    their caller's. With reference counting, the fold's branches kept an increment and a
+    decrement of every array argument around each folded point: 55 ns a point, where the
+    fold itself takes 3. ``_nrt`` is an option of numba's CPU target, not of its user
+    documentation: a numba without it compiles them as the others (same results, slower).
+    """
+    try:
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:
+        return {}
+    return {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
+
+
+NO_REFCOUNT = _no_refcount()
 
 # Relative margin of the box bounds of ``_count_boxes``: the rounding of a sum
 # of |V| + 4 non-negative float64 operations stays far below it.
