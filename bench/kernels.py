@@ -1,6 +1,7 @@
 """Benchmark of one search block: the index against the plain compiled kernel, per shape. Not a test.
 
     python bench/kernels.py [--n 20000] [--queries 20000] [--shape NAME ...] [--plain-sample 2000]
+                            [--columns A,B]
 
 For each shape of ``bench/shapes.py``: the originals are the queries, the
 avatars the candidates (one block of n), all the variables (the Closest Rate
@@ -13,6 +14,7 @@ search as the job runs it: the race picks the index or the plain scan of its
 points), of the index's traversal alone, and the ratio index / plain.
 ``--queries`` below n times the index on that many queries and scales too.
 The states are checked equal to the plain kernel's on the timed queries.
+``--columns`` keeps only those variables (a Linkability half, say).
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def _equal(a, b, fields) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in fields)
 
 
-def bench_shape(name: str, n: int, queries: int, plain_sample: int) -> list[dict]:
+def bench_shape(name: str, n: int, queries: int, plain_sample: int, columns=None) -> list[dict]:
     sh = make(name, n)
-    Q, C, space = encode(sh.originals, sh.avatars, sh.holdout)
+    cols = columns or list(sh.originals.columns)
+    Q, C, space = encode(sh.originals[cols], sh.avatars[cols], sh.holdout[cols])
     nq = min(queries, n)
     rng = np.random.default_rng(7)
     qs = np.sort(rng.choice(n, nq, replace=False)) if nq < n else np.arange(n)
@@ -109,7 +112,9 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=20_000, help="queries timed through the index (scaled to n)")
     p.add_argument("--plain-sample", type=int, default=2_000, help="queries timed through the plain kernel")
     p.add_argument("--shape", action="append", help=f"one of {', '.join(SHAPES)} (repeatable; default all)")
+    p.add_argument("--columns", help="comma-separated variables to keep (default: all of the shape's)")
     a = p.parse_args()
+    columns = a.columns.split(",") if a.columns else None
     # compile once, outside the timings
     Q, C, space = encode(*(lambda s: (s.originals, s.avatars))(make("default", 300)))
     IX.CandidateIndex(C, np.arange(300), space).search(Q, np.arange(300), 1)
@@ -121,7 +126,7 @@ def main() -> None:
             f"{'index+race':>11}{'traversal':>10}{'ratio':>7}{'speed-up':>9}  way")
     print(head)
     for name in a.shape or SHAPES:
-        for r in bench_shape(name, a.n, a.queries, a.plain_sample):
+        for r in bench_shape(name, a.n, a.queries, a.plain_sample, columns):
             total = r["build"] + r["auto"]
             print(f"{r['shape']:<14}{r['search']:<9}{r['vars']:>5}{r['points']:>8,}{r['groups']:>8,}{r['plain']:>9.2f}"
                   f"{r['build']:>8.2f}{r['auto']:>11.2f}{r['index']:>10.2f}{total / r['plain']:>7.2f}"
