@@ -63,11 +63,15 @@ def exact_summaries(df: DataFrame, columns: Mapping[str, Column]) -> dict[str, S
     names = list(columns)
     if not names:
         return {}
+    return weighted_summaries(long_values(df, columns).withColumn("w", F.lit(1).cast("long")), names)
+
+
+def long_values(df: DataFrame, columns: Mapping[str, Column]) -> DataFrame:
+    """Rows (var, x): each record's value of each column expression as a double, ``var`` its position."""
     cells = F.explode(F.array(*[
-        F.struct(F.lit(i).alias("var"), columns[n].cast("double").alias("x")) for i, n in enumerate(names)
+        F.struct(F.lit(i).alias("var"), c.cast("double").alias("x")) for i, c in enumerate(columns.values())
     ]))
-    values = df.select(cells.alias("c")).select("c.var", "c.x", F.lit(1).cast("long").alias("w"))
-    return weighted_summaries(values, names)
+    return df.select(cells.alias("c")).select("c.var", "c.x")
 
 
 def weighted_summaries(values: DataFrame, names: Sequence[str]) -> dict[str, Summary]:

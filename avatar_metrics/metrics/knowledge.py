@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..engine.aggregate import weighted_summaries
+from ..engine.aggregate import long_values, weighted_summaries
 from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..config import Config
@@ -101,9 +101,7 @@ def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
     bins: list[Bins | None] = [None] * len(kcols)
     if not numeric:
         return bins
-    cells = F.explode(F.array(*[F.struct(F.lit(i).alias("var"), col(k).cast("double").alias("x"))
-                                for i, k in enumerate(numeric)]))
-    distinct = cache_plain(U.select(cells.alias("c")).select("c.var", "c.x").filter(F.col("x").isNotNull())
+    distinct = cache_plain(long_values(U, {k: col(k) for k in numeric}).filter(F.col("x").isNotNull())
                            .groupBy("var", "x").agg(F.count(F.lit(1)).alias("w")))
     try:
         first = weighted_summaries(distinct, numeric)
