@@ -372,6 +372,35 @@ def test_trees_at_their_real_size(seed):
     assert a.le.sum() > nq * 50  # large counts: whole nodes counted at once
 
 
+def test_profiles_of_many_levels_walk_far_groups_exactly():
+    """More than 2**15 levels on one position: the groups' dense codes are 32-bit, not 16
+    (``CandidateIndex.gcodes``); few ties with the queries' own codes, so most searches walk
+    the groups two positions away and more (``_hamming``, ``_scan_far``), some query codes
+    absent from the block. Equal to the plain compiled kernel."""
+    rng = np.random.default_rng(3)
+    nc, nq = 40_000, 300
+    is_cat = np.array([True, True, True, False])
+
+    def table(n, lo):
+        return np.c_[rng.integers(lo, 40_000, n), rng.integers(0, 400, n), rng.integers(0, 400, n),
+                     np.round(rng.normal(0, 1, n), 1)].astype(float)
+
+    C, Q = table(nc, 0), table(nq, -100)  # codes below 0: values the block lacks
+    C[:, 0] = rng.permutation(nc)  # every level once: 40,000 levels
+    Q[::5, 1] = np.nan
+    space = K.Space(is_cat=is_cat, ranges=np.array([0.0, 0.0, 0.0, 8.0]))
+    qids = np.arange(nq, dtype=np.int64)
+    cids = np.arange(nc, dtype=np.int64) + 10**6
+    salt = K.search_salt(4, "m")
+    idx = built(C, cids, space)
+    assert idx.gcodes.dtype == np.int32 and np.unique(C[:, 0]).size > 2**15
+    want = IX.plain_search(Q, qids, C, cids, space, salt)
+    got = idx.search(Q, qids, salt, how="index")
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    assert (want.d2 * 4 >= 2).mean() > 0.5  # most queries reach the groups two positions away
+
+
 def test_gower_pairs_equal_the_block_diagonal(tables):
     O, A, Q, C, space, ranges = tables
     assert np.array_equal(K.gower_pairs(Q, C[: len(Q)], space), np.diag(K.gower_block(Q, C[: len(Q)], space)))

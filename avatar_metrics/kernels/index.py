@@ -12,9 +12,10 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    Groups are visited in order of H: the query's own profile first (an exact
    lookup), then the groups one position away (a lookup per position) for the
    queries whose ``d2`` reaches ``1 / |V|``, then, only for those whose ``d2``
-   reaches ``2 / |V|``, the others in order of H (a compiled count and
-   counting sort, and one compiled loop over the groups, so thousands of
-   groups cost no Python calls). A group is skipped for the queries whose
+   reaches ``2 / |V|``, the others in order of H (H of every group in one
+   vectorised compiled pass over the groups' codes, position by position; the
+   groups of each H gathered when the walk gets there; one compiled loop, so
+   thousands of groups cost no Python calls). A group is skipped for the queries whose
    current second distance ``d2`` is below its bound, and the walk stops when
    no query reaches it.
 3. **A sorted scan.** Within a group, points are sorted by one numeric
@@ -618,52 +619,71 @@ def _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, 
                 _count(q, p, d, members, moff, sq[q], radius, le, lt, bkey, bcid)
 
 
+HAMMING_CHUNK = 8192  # groups whose distances ``_hamming`` sums at once (16 KiB of int16: in L1)
+
+
 @njit(cache=_CACHE)
-def _by_hamming(prof, gprof):
-    """(order, H): H[g] the positions where group g's profile differs from ``prof``;
-    ``order`` the groups by (H, g), a counting sort (H <= |V|)."""
-    G, nv = gprof.shape
-    H = np.empty(G, dtype=np.int64)
-    start = np.zeros(nv + 2, dtype=np.int64)
-    for g in range(G):
-        h = 0
+def _hamming(qcodes, gcodes):
+    """H[g]: the positions where group g's profile differs from the query's (``qcodes``:
+    its dense code per position, -1 where no group has its value).
+
+    ``gcodes`` holds the groups' dense codes position by position (|V| x groups): the
+    comparisons run along contiguous rows, a chunk of the groups at a time, and vectorise.
+    This is the walk's cost per query profile (every group, every profile): 0.17 ms for
+    133,000 groups of 16 positions, where a loop over each group's profile took 0.8."""
+    nv, G = gcodes.shape
+    H = np.empty(G, dtype=np.int16)
+    for g0 in range(0, G, HAMMING_CHUNK):
+        g1 = min(G, g0 + HAMMING_CHUNK)
+        Hc = H[g0:g1]
+        Hc[:] = 0
         for j in range(nv):
-            if prof[j] != gprof[g, j]:
-                h += 1
-        H[g] = h
-        start[h + 1] += 1
-    for h in range(nv + 1):
-        start[h + 1] += start[h]
-    order = np.empty(G, dtype=np.int64)
-    for g in range(G):
-        order[start[H[g]]] = g
-        start[H[g]] += 1
-    return order, H
+            c = qcodes[j]
+            row = gcodes[j, g0:g1]
+            for g in range(g1 - g0):
+                Hc[g] += np.int16(row[g] != c)
+    return H
 
 
 @njit(cache=_CACHE)
-def _scan_far(Q, qsel, sq, order, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
+def _scan_far(Q, qsel, sq, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
               members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
-    """The groups at H >= 2 in order of their bound H/|V|, each for the queries whose
-    limit still reaches it; stops when none does (the limits only shrink)."""
+    """The groups at H >= 2 in order of (H, g), their bound H / |V|, each for the queries
+    whose limit still reaches it; stops when none does (the limits only shrink). The groups
+    of one H are gathered when the walk gets there: most walks stop after a few."""
     need = qsel.copy()
     m = need.shape[0]
-    for i in range(order.shape[0]):
-        g = order[i]
-        if H[g] < 2:
-            continue
-        lb = H[g] / nv
-        k = 0
+    G = H.shape[0]
+    at = np.empty(G, dtype=np.int64)
+    for h in range(2, nv + 1):
+        lb = h / nv
+        n_at = 0
+        for g in range(G):
+            if H[g] == h:
+                at[n_at] = g
+                n_at += 1
+        for i in range(n_at):
+            g = at[i]
+            k = 0
+            for t in range(m):
+                q = need[t]
+                if lim[q] >= lb:
+                    need[k] = q
+                    k += 1
+            m = k
+            if m == 0:
+                return
+            _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges,
+                        nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+        k = 0  # the queries that reach the next H (those of an H without groups too)
         for t in range(m):
             q = need[t]
-            if lim[q] >= lb:
+            if lim[q] >= (h + 1) / nv:
                 need[k] = q
                 k += 1
         m = k
         if m == 0:
             return
-        _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges, nv,
-                    members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
 @njit(cache=_CACHE)
@@ -811,6 +831,12 @@ class CandidateIndex:
         self.tree = (lo, hi, ns, ne, left, self.moff[ne] - self.moff[ns], groot)
         self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
         self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
+        # the groups' profiles position by position as dense codes, for ``_hamming``
+        self.gvals = [np.unique(self.gprof[:, j]) for j in range(nv)]
+        width = np.int16 if max((v.size for v in self.gvals), default=0) < 2**15 else np.int32
+        self.gcodes = np.empty((nv, gkeys.size), dtype=width)
+        for j in range(nv):
+            self.gcodes[j] = np.searchsorted(self.gvals[j], self.gprof[:, j])
         # the groups one position away from a profile: per position j, the profile
         # without j -> its groups (built at first use: a query profile needing it)
         self._wild: list[dict[bytes, np.ndarray] | None] = [None] * nv
@@ -855,6 +881,14 @@ class CandidateIndex:
             d = {k.tobytes(): g for k, g in zip(keys, np.split(order.astype(np.int64), cuts))}
             self._wild[j] = d
         return d
+
+    def _dense(self, prof: np.ndarray) -> np.ndarray:
+        """A profile's dense codes per position (``gcodes``), -1 where no group has its value."""
+        out = np.empty(prof.size, dtype=self.gcodes.dtype)
+        for j, vals in enumerate(self.gvals):
+            i = int(np.searchsorted(vals, prof[j]))
+            out[j] = i if i < vals.size and vals[i] == prof[j] else -1
+        return out
 
     def _traverse(self, Q, qids, salt, fold, how: str = "auto"):
         """Fold this block into the queries' state: by the index, or by the plain scan of
@@ -936,9 +970,8 @@ class CandidateIndex:
                 visited += groups.size
             need = need[lim[need] >= 2.0 / nv]
             if need.size and visited < n_groups:  # H >= 2: one compiled walk
-                order, H = _by_hamming(prof, self.gprof)
-                _scan_far(Q, need, sq, order, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
-                          *extra)
+                H = _hamming(self._dense(prof), self.gcodes)
+                _scan_far(Q, need, sq, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals, *extra)
 
 
 _WARMED = False  # set once this process has run every compiled entry point
