@@ -883,11 +883,11 @@ class CandidateIndex:
         return d
 
     def _dense(self, prof: np.ndarray) -> np.ndarray:
-        """A profile's dense codes per position (``gcodes``), -1 where no group has its value."""
-        out = np.empty(prof.size, dtype=self.gcodes.dtype)
+        """Profiles' dense codes per position (``gcodes``), -1 where no group has the value."""
+        out = np.empty(prof.shape, dtype=self.gcodes.dtype)
         for j, vals in enumerate(self.gvals):
-            i = int(np.searchsorted(vals, prof[j]))
-            out[j] = i if i < vals.size and vals[i] == prof[j] else -1
+            i = np.minimum(np.searchsorted(vals, prof[:, j]), max(vals.size - 1, 0))
+            out[:, j] = np.where(vals[i] == prof[:, j], i, -1) if vals.size else -1
         return out
 
     def _traverse(self, Q, qids, salt, fold, how: str = "auto"):
@@ -945,11 +945,17 @@ class CandidateIndex:
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
         bounds = np.flatnonzero(np.r_[True, qinv[qorder][1:] != qinv[qorder][:-1], True])
+        # per distinct query profile, computed for all at once (a Python call per profile and
+        # position cost more than the compiled walk on data of thousands of groups): its key,
+        # its keys without each position (the lookups one position away), its dense codes
+        uprof = np.ascontiguousarray(qprof[qorder[bounds[:-1]]])
+        ukeys = _rows_as_bytes(uprof)
+        wkeys = [_rows_as_bytes(np.delete(uprof, j, axis=1)) if nv > 1 else None for j in range(nv)]
+        ucodes = self._dense(uprof)
         n_groups = self.gprof.shape[0]
         for b in range(bounds.size - 1):
             qsel = qs[qorder[bounds[b] : bounds[b + 1]]]
-            prof = qprof[qorder[bounds[b]]]
-            g0 = self.exact.get(prof.tobytes())
+            g0 = self.exact.get(ukeys[b].tobytes())
             visited = 0
             if g0 is not None:
                 _scan_group(Q, qsel, sq, 0.0, self.P, int(self.gstart[g0]), int(self.gstop[g0]),
@@ -959,7 +965,7 @@ class CandidateIndex:
             need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
             if need.size == 0 or visited == n_groups:
                 continue
-            near = [self._wild_at(j).get(np.delete(prof, j).tobytes()) for j in range(nv)]
+            near = [self._wild_at(j).get(wkeys[j][b].tobytes() if nv > 1 else b"") for j in range(nv)]
             near = [g for g in near if g is not None]
             if near:  # H = 1: a lookup per position, the groups in one compiled call
                 groups = np.concatenate(near)
@@ -970,7 +976,7 @@ class CandidateIndex:
                 visited += groups.size
             need = need[lim[need] >= 2.0 / nv]
             if need.size and visited < n_groups:  # H >= 2: one compiled walk
-                H = _hamming(self._dense(prof), self.gcodes)
+                H = _hamming(ucodes[b], self.gcodes)
                 _scan_far(Q, need, sq, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals, *extra)
 
 
