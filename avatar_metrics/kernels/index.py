@@ -696,18 +696,64 @@ def _scan_list(Q, qsel, sq, lb, groups, gstart, gstop, P, scan, scanvals, is_cat
                     members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
+@njit(cache=_CACHE)
+def _flat(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid):
+    """Every point for every query of ``qsel``: no bound, no pruning (the plain scan).
+
+    ``PT`` holds the points variable by variable (|V| x points, ``CandidateIndex.PT``): the
+    distances from one query to a tile of points are summed a variable at a time along
+    contiguous rows, which the compiler vectorises, where a point at a time it cannot (1.3 to
+    1.75 times faster on the eight shapes of ``bench/shapes.py``, 4 to 60 variables). Each
+    distance is still the float sum of its terms in V's order, then divided by |V|: the same
+    bits as ``_distance``."""
+    dist = np.empty(FLAT_TILE)
+    _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, dist)
+
+
 @njit(cache=_CACHE, **NO_REFCOUNT)
-def _flat(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid):
-    """Every point for every query of ``qsel``: no bound, no pruning (the plain scan)."""
-    for i in range(qsel.shape[0]):
-        q = qsel[i]
-        for p in range(P.shape[0]):
-            d = _distance(Q, q, P, p, is_cat, ranges, nv)
-            if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
-                continue
-            _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
+def _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, dist):
+    """``_flat`` with its buffer given: tiles of FLAT_QUERIES queries x FLAT_TILE points (both in cache)."""
+    n = PT.shape[1]
+    nq = qsel.shape[0]
+    for i0 in range(0, nq, FLAT_QUERIES):
+        i1 = min(nq, i0 + FLAT_QUERIES)
+        for p0 in range(0, n, FLAT_TILE):
+            m = min(n - p0, FLAT_TILE)
+            for i in range(i0, i1):
+                q = qsel[i]
+                for t in range(m):
+                    dist[t] = 0.0
+                for v in range(nv):  # the terms of ``_distance``, one variable for the whole tile
+                    x = Q[q, v]
+                    xn = x != x
+                    if is_cat[v]:
+                        for t in range(m):
+                            y = PT[v, p0 + t]
+                            dist[t] += 0.0 if ((x == y) | (xn & (y != y))) else 1.0
+                    elif xn:
+                        for t in range(m):
+                            y = PT[v, p0 + t]
+                            dist[t] += 0.0 if y != y else 1.0
+                    elif ranges[v] > 0:
+                        r = ranges[v]
+                        for t in range(m):
+                            y = PT[v, p0 + t]
+                            dist[t] += 1.0 if y != y else abs(x - y) / r
+                    else:
+                        for t in range(m):
+                            y = PT[v, p0 + t]
+                            dist[t] += 1.0 if y != y else 0.0
+                for t in range(m):
+                    d = dist[t] / nv
+                    if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
+                        continue
+                    _fold(mode, q, p0 + t, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
 
 
+# The plain scan's tiles: points whose distances to one query are summed together, and queries
+# that meet a tile before the next (4 KiB of distances; 512 points of 16 variables: 64 KiB)
+FLAT_TILE = 512
+FLAT_QUERIES = 128
 BOX = 4  # points per box of ``_count_boxes``
 # Groups of TREE_MIN points or more (and two numeric variables with values) are searched
 # through a tree of boxes (``_kd_tree``)
@@ -826,6 +872,7 @@ class CandidateIndex:
         self.moff = np.zeros(porder.size + 1, dtype=np.int64)
         np.cumsum(counts[porder], out=self.moff[1:])
         self.P = np.ascontiguousarray(points[porder])
+        self.PT = np.ascontiguousarray(self.P.T)  # variable by variable, for the plain scan (``_flat``)
         self.scanvals = np.ascontiguousarray(scanv[porder])
         lo, hi, ns, ne, left = nodes
         self.tree = (lo, hi, ns, ne, left, self.moff[ne] - self.moff[ns], groot)
@@ -919,14 +966,14 @@ class CandidateIndex:
             done, step, t_flat = 0, 1, 0.0
             while done < sample.size and t_flat <= t_index:
                 t0 = time.perf_counter()
-                _flat(Q, sample[done : done + step], sq, *args[:6], *scratch)
+                _flat(Q, sample[done : done + step], sq, self.PT, *args[1:6], *scratch)
                 t_flat += time.perf_counter() - t0
                 done, step = done + step, 2 * step
             how = "flat" if done >= sample.size and t_flat < t_index else "index"
             rest = np.delete(rest, np.s_[::RACE_STRIDE])
         self.choices[how] = self.choices.get(how, 0) + 1
         if how == "flat":
-            _flat(Q, rest, sq, *args)
+            _flat(Q, rest, sq, self.PT, *args[1:])
         else:
             self._by_index(Q, rest, sq, args)
 
@@ -1009,8 +1056,8 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     nq = Q.shape[0]
     st = _start_state(nq, state)
     if nq and C.shape[0]:
-        P, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
-        _flat(Q, np.arange(nq, dtype=np.int64), sq, P, is_cat, ranges, space.n_vars, members, moff,
+        PT, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
+        _flat(Q, np.arange(nq, dtype=np.int64), sq, PT, is_cat, ranges, space.n_vars, members, moff,
               NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid)
     return st
 
@@ -1021,9 +1068,9 @@ def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     nq = Q.shape[0]
     out = Within.empty(nq)
     if nq and C.shape[0]:
-        P, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
+        PT, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         r = np.ascontiguousarray(radius, dtype=np.float64)
-        _flat(Q, np.arange(nq, dtype=np.int64), sq, P, is_cat, ranges, space.n_vars, members, moff,
+        _flat(Q, np.arange(nq, dtype=np.int64), sq, PT, is_cat, ranges, space.n_vars, members, moff,
               WITHIN, r, r, out.le, out.lt, out.key, out.cid)
     return out
 
@@ -1040,6 +1087,6 @@ def _plain_args(Q, qids, C, cids, space, salt):
     members = np.ascontiguousarray(cids, dtype=np.int64)
     moff = np.arange(members.size + 1, dtype=np.int64)
     sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
-    return (P, members, moff, sq, np.ascontiguousarray(space.is_cat, dtype=np.bool_),
+    return (np.ascontiguousarray(P.T), members, moff, sq, np.ascontiguousarray(space.is_cat, dtype=np.bool_),
             np.ascontiguousarray(space.ranges, dtype=np.float64),
             np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q), dtype=np.float64))
