@@ -687,13 +687,51 @@ def _scan_far(Q, qsel, sq, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, 
 
 
 @njit(cache=_CACHE)
-def _scan_list(Q, qsel, sq, lb, groups, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
-               members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
-    """Groups at one bound (the groups one position away), in one compiled call."""
-    for i in range(groups.shape[0]):
-        g = groups[i]
-        _scan_group(Q, qsel, sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges, nv,
-                    members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcodes, sq, gstart, gstop, P, scan,
+                   scanvals, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
+    """The nearest search of every query profile in one compiled call. Profile b's queries are
+    ``qorder[pstart[b]:pstart[b + 1]]``: its own group ``g0s[b]`` (-1: none) first, then for the
+    queries whose limit reaches 1 / |V| the groups one position away (position j's are
+    ``worder[woff[j] + wlo[b, j] : woff[j] + whi[b, j]]``, its own group among them), then for
+    those reaching 2 / |V| the others in order of H (``_hamming``, ``_scan_far``)."""
+    G = gstart.shape[0]
+    groot = tree[6]
+    lb1 = 1.0 / nv
+    need = np.empty(qorder.shape[0], dtype=np.int64)
+    for b in range(pstart.shape[0] - 1):
+        qsel = qorder[pstart[b] : pstart[b + 1]]
+        g0 = g0s[b]
+        visited = 0
+        if g0 >= 0:
+            _scan_group(Q, qsel, sq, 0.0, P, gstart[g0], gstop[g0], groot[g0], scan, scanvals, is_cat, ranges, nv,
+                        members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+            visited = 1
+        m = 0
+        for t in range(qsel.shape[0]):  # the others cannot meet a group at H >= 1
+            q = qsel[t]
+            if lim[q] >= lb1:
+                need[m] = q
+                m += 1
+        if m == 0 or visited == G:
+            continue
+        for j in range(nv):  # H = 1: each group one position away is in exactly one list
+            for t in range(woff[j] + wlo[b, j], woff[j] + whi[b, j]):
+                g = worder[t]
+                if g == g0:
+                    continue
+                _scan_group(Q, need[:m], sq, lb1, P, gstart[g], gstop[g], groot[g], scan, scanvals, is_cat,
+                            ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+                visited += 1
+        k = 0
+        for t in range(m):
+            q = need[t]
+            if lim[q] >= 2.0 / nv:
+                need[k] = q
+                k += 1
+        if k and visited < G:  # H >= 2
+            H = _hamming(ucodes[b], gcodes)
+            _scan_far(Q, need[:k], sq, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv, members, moff,
+                      mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
 @njit(cache=_CACHE)
@@ -877,16 +915,19 @@ class CandidateIndex:
         lo, hi, ns, ne, left = nodes
         self.tree = (lo, hi, ns, ne, left, self.moff[ne] - self.moff[ns], groot)
         self.gprof = np.ascontiguousarray(prof[porder][self.gstart])
-        self.exact = {self.gprof[g].tobytes(): g for g in range(gkeys.size)}
+        # exact lookups of a profile: the groups' keys sorted (searched for all query profiles at once)
+        own = _rows_as_bytes(self.gprof)
+        self._own_order = np.argsort(own, kind="stable").astype(np.int64)
+        self._own_keys = own[self._own_order]
         # the groups' profiles position by position as dense codes, for ``_hamming``
         self.gvals = [np.unique(self.gprof[:, j]) for j in range(nv)]
         width = np.int16 if max((v.size for v in self.gvals), default=0) < 2**15 else np.int32
         self.gcodes = np.empty((nv, gkeys.size), dtype=width)
         for j in range(nv):
             self.gcodes[j] = np.searchsorted(self.gvals[j], self.gprof[:, j])
-        # the groups one position away from a profile: per position j, the profile
-        # without j -> its groups (built at first use: a query profile needing it)
-        self._wild: list[dict[bytes, np.ndarray] | None] = [None] * nv
+        # the groups one position away from a profile: per position j, the groups' keys without j,
+        # sorted, and the groups in that order (built at first use: a query profile needing it)
+        self._wild: list[tuple[np.ndarray, np.ndarray] | None] = [None] * nv
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         # 5. the tree over all the groups, for the counts within a radius
         oga, ogb, oleft = _outer_tree(self.gstart, self.gstop, OUTER_LEAF)
@@ -916,18 +957,19 @@ class CandidateIndex:
             self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid), how)
         return out
 
-    def _wild_at(self, j: int) -> dict[bytes, np.ndarray]:
-        d = self._wild[j]
-        if d is None and self.gprof.shape[1] == 1:  # one variable: every group is one position away
-            d = self._wild[j] = {b"": np.arange(self.gprof.shape[0], dtype=np.int64)}
-        if d is None:
-            rest = _rows_as_bytes(np.delete(self.gprof, j, axis=1))
-            keys, inv = np.unique(rest, return_inverse=True)
-            order = np.argsort(inv, kind="stable")
-            cuts = np.searchsorted(inv[order], np.arange(1, keys.size))
-            d = {k.tobytes(): g for k, g in zip(keys, np.split(order.astype(np.int64), cuts))}
-            self._wild[j] = d
-        return d
+    def _wild_at(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Position j's lookup: (the groups' profile keys without j, sorted; the groups in that order)."""
+        w = self._wild[j]
+        if w is None:
+            G, nv = self.gprof.shape
+            if nv == 1:  # one variable: every group is one position away (every key is empty)
+                w = (np.zeros(G, dtype=np.int64), np.arange(G, dtype=np.int64))
+            else:
+                rest = _rows_as_bytes(np.delete(self.gprof, j, axis=1))
+                order = np.argsort(rest, kind="stable").astype(np.int64)
+                w = (rest[order], order)
+            self._wild[j] = w
+        return w
 
     def _dense(self, prof: np.ndarray) -> np.ndarray:
         """Profiles' dense codes per position (``gcodes``), -1 where no group has the value."""
@@ -986,45 +1028,36 @@ class CandidateIndex:
             _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer)
             return
         nv = self.space.n_vars
-        lim = args[8]
         extra = (*args[1:], self.tree)
         qprof = _profiles(Q[qs], self.space.is_cat)
         _, qinv = np.unique(_rows_as_bytes(qprof), return_inverse=True)
         qorder = np.argsort(qinv, kind="stable")
         bounds = np.flatnonzero(np.r_[True, qinv[qorder][1:] != qinv[qorder][:-1], True])
-        # per distinct query profile, computed for all at once (a Python call per profile and
-        # position cost more than the compiled walk on data of thousands of groups): its key,
-        # its keys without each position (the lookups one position away), its dense codes
+        # per distinct query profile, for all at once (a Python call per profile and position cost
+        # more than the compiled walk on data of thousands of groups): its own group, the runs of
+        # the groups one position away in each position's lookup, its dense codes
         uprof = np.ascontiguousarray(qprof[qorder[bounds[:-1]]])
+        U = uprof.shape[0]
         ukeys = _rows_as_bytes(uprof)
-        wkeys = [_rows_as_bytes(np.delete(uprof, j, axis=1)) if nv > 1 else None for j in range(nv)]
-        ucodes = self._dense(uprof)
-        n_groups = self.gprof.shape[0]
-        for b in range(bounds.size - 1):
-            qsel = qs[qorder[bounds[b] : bounds[b + 1]]]
-            g0 = self.exact.get(ukeys[b].tobytes())
-            visited = 0
-            if g0 is not None:
-                _scan_group(Q, qsel, sq, 0.0, self.P, int(self.gstart[g0]), int(self.gstop[g0]),
-                            int(self.tree[6][g0]), self.scan, self.scanvals, *extra)
-                visited = 1
-            lb1 = 1.0 / nv
-            need = qsel[lim[qsel] >= lb1]  # the others cannot meet a group at H >= 1
-            if need.size == 0 or visited == n_groups:
-                continue
-            near = [self._wild_at(j).get(wkeys[j][b].tobytes() if nv > 1 else b"") for j in range(nv)]
-            near = [g for g in near if g is not None]
-            if near:  # H = 1: a lookup per position, the groups in one compiled call
-                groups = np.concatenate(near)
-                if g0 is not None:
-                    groups = groups[groups != g0]
-                _scan_list(Q, need, sq, lb1, groups, self.gstart, self.gstop, self.P, self.scan, self.scanvals,
-                           *extra)
-                visited += groups.size
-            need = need[lim[need] >= 2.0 / nv]
-            if need.size and visited < n_groups:  # H >= 2: one compiled walk
-                H = _hamming(ucodes[b], self.gcodes)
-                _scan_far(Q, need, sq, H, self.gstart, self.gstop, self.P, self.scan, self.scanvals, *extra)
+        i = np.minimum(np.searchsorted(self._own_keys, ukeys), self._own_keys.size - 1)
+        g0s = np.where(self._own_keys[i] == ukeys, self._own_order[i], -1).astype(np.int64)
+        wlo = np.empty((U, nv), dtype=np.int64)
+        whi = np.empty((U, nv), dtype=np.int64)
+        worders = []
+        for j in range(nv):
+            keys, order = self._wild_at(j)
+            if nv == 1:
+                wlo[:, j], whi[:, j] = 0, order.size
+            else:
+                wq = _rows_as_bytes(np.delete(uprof, j, axis=1))
+                wlo[:, j] = np.searchsorted(keys, wq, side="left")
+                whi[:, j] = np.searchsorted(keys, wq, side="right")
+            worders.append(order)
+        woff = np.zeros(nv + 1, dtype=np.int64)
+        np.cumsum([o.size for o in worders], out=woff[1:])
+        _walk_profiles(Q, np.ascontiguousarray(qs[qorder]), bounds.astype(np.int64), g0s, wlo, whi,
+                       np.concatenate(worders), woff, self._dense(uprof), self.gcodes, sq, self.gstart, self.gstop,
+                       self.P, self.scan, self.scanvals, *extra)
 
 
 _WARMED = False  # set once this process has run every compiled entry point
