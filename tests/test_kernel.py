@@ -133,6 +133,10 @@ HOWS = ("index", "flat", "auto")
 @pytest.fixture
 def race_always(monkeypatch):
     monkeypatch.setattr(IX, "RACE_MIN_QUERIES", 1)
+    # and stopped after its first query whenever the two ways' times differ: the rest of the
+    # sample must still be searched by the winner
+    monkeypatch.setattr(IX, "RACE_DECIDE", 1)
+    monkeypatch.setattr(IX, "RACE_MARGIN", 1.0)
 
 
 # the trees of boxes over large groups: as the job builds them (groups of 64 points or more, none in

@@ -34,10 +34,10 @@ Same results as ``gower.search``, bit for bit, found with much less work:
 5. **A race with the plain scan.** Where the bounds prune little (ids,
    thousands of levels, many continuous variables), the traversal can cost
    more than comparing every point. With 256 queries or more, one query in 32
-   goes through both, the traversal and the plain scan of every point (the
-   scan stopped as soon as it has cost more than the traversal); the faster
-   takes the other queries. Both give the same state bit for bit, so the
-   choice, which depends on timing, never changes a result.
+   goes through both, the traversal and the plain scan of every point, 1, 2,
+   4, ... queries at a time, stopped once 31 have and one way has cost twice
+   the other; the faster takes the other queries. Both give the same state bit
+   for bit, so the choice, which depends on timing, never changes a result.
 
 Why the bounds are safe in floating point: a distance is the float sum of
 non-negative terms in the order of V, divided by |V|. Rounding is monotone, so
@@ -805,6 +805,8 @@ OUTER_LEAF = 8  # a node of the tree over all the groups holding this many point
 # goes first through both ways, and the faster takes the others.
 RACE_MIN_QUERIES = 256
 RACE_STRIDE = 32
+RACE_DECIDE = 31  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8 + 16)
+RACE_MARGIN = 2.0
 
 
 def _boxes(P, moff, g_of_point, gstart, is_cat):
@@ -1000,19 +1002,23 @@ class CandidateIndex:
             # from the index's result it would skip the work of finding the nearest points
             # (with many tied members, most of it) and win races it should lose
             scratch = (fold[0], *(np.array(x) for x in fold[1:]))
-            t0 = time.perf_counter()
-            self._by_index(Q, sample, sq, args)
-            t_index = time.perf_counter() - t0
-            # the plain scan on the same queries, 1, 2, 4, ... at a time, stopped as soon
-            # as it has cost more than the index did (its state is dropped)
-            done, step, t_flat = 0, 1, 0.0
-            while done < sample.size and t_flat <= t_index:
+            # both ways on the same queries, 1, 2, 4, ... at a time (the plain scan's state is
+            # dropped), until the sample is done or, past RACE_DECIDE queries, one way has cost
+            # RACE_MARGIN times the other: a sample of a slow way costs what it costs
+            done, step, t_index, t_flat = 0, 1, 0.0, 0.0
+            while done < sample.size:
+                part = sample[done : done + step]
                 t0 = time.perf_counter()
-                _flat(Q, sample[done : done + step], sq, self.PT, *args[1:6], *scratch)
+                self._by_index(Q, part, sq, args)
+                t_index += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                _flat(Q, part, sq, self.PT, *args[1:6], *scratch)
                 t_flat += time.perf_counter() - t0
-                done, step = done + step, 2 * step
-            how = "flat" if done >= sample.size and t_flat < t_index else "index"
-            rest = np.delete(rest, np.s_[::RACE_STRIDE])
+                done, step = done + part.size, 2 * step
+                if done >= RACE_DECIDE and max(t_index, t_flat) > RACE_MARGIN * min(t_index, t_flat):
+                    break
+            how = "flat" if t_flat < t_index else "index"
+            rest = np.setdiff1d(rest, sample[:done], assume_unique=True)  # the sample's rest too
         self.choices[how] = self.choices.get(how, 0) + 1
         if how == "flat":
             _flat(Q, rest, sq, self.PT, *args[1:])
