@@ -136,6 +136,7 @@ def race_always(monkeypatch):
     # and stopped after its first query whenever the two ways' times differ: the rest of the
     # sample must still be searched by the winner
     monkeypatch.setattr(IX, "RACE_DECIDE", 1)
+    monkeypatch.setattr(IX, "RACE_EARLY", 1)
     monkeypatch.setattr(IX, "RACE_MARGIN", 1.0)
 
 

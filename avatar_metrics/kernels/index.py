@@ -35,8 +35,9 @@ Same results as ``gower.search``, bit for bit, found with much less work:
    thousands of levels, many continuous variables), the traversal can cost
    more than comparing every point. With 256 queries or more, one query in 32
    goes through both, the traversal and the plain scan of every point, 1, 2,
-   4, ... queries at a time, stopped once 31 have and one way has cost twice
-   the other; the faster takes the other queries. Both give the same state bit
+   4, ... queries at a time, stopped once 15 have and one way has cost twice
+   the other (once 3 have, and one way has cost twice what the other would for
+   the whole sample); the faster takes the other queries. Both give the same state bit
    for bit, so the choice, which depends on timing, never changes a result.
 
 Why the bounds are safe in floating point: a distance is the float sum of
@@ -805,7 +806,8 @@ OUTER_LEAF = 8  # a node of the tree over all the groups holding this many point
 # goes first through both ways, and the faster takes the others.
 RACE_MIN_QUERIES = 256
 RACE_STRIDE = 32
-RACE_DECIDE = 31  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8 + 16)
+RACE_DECIDE = 15  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8)
+RACE_EARLY = 3  # after which a race stops whose slow way has cost more than the whole sample by the other
 RACE_MARGIN = 2.0
 
 
@@ -930,6 +932,7 @@ class CandidateIndex:
         # the groups one position away from a profile: per position j, the groups' keys without j,
         # sorted, and the groups in that order (built at first use: a query profile needing it)
         self._wild: list[tuple[np.ndarray, np.ndarray] | None] = [None] * nv
+        self._worders: tuple[np.ndarray, np.ndarray] | None = None
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         # 5. the tree over all the groups, for the counts within a radius
         oga, ogb, oleft = _outer_tree(self.gstart, self.gstop, OUTER_LEAF)
@@ -973,6 +976,16 @@ class CandidateIndex:
             self._wild[j] = w
         return w
 
+    def _lookups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every position's lookup built, and their groups in one array with each position's offset."""
+        if self._worders is None:
+            nv = self.gprof.shape[1]
+            orders = [self._wild_at(j)[1] for j in range(nv)]
+            woff = np.zeros(nv + 1, dtype=np.int64)
+            np.cumsum([o.size for o in orders], out=woff[1:])
+            self._worders = (np.concatenate(orders), woff)
+        return self._worders
+
     def _dense(self, prof: np.ndarray) -> np.ndarray:
         """Profiles' dense codes per position (``gcodes``), -1 where no group has the value."""
         out = np.empty(prof.shape, dtype=self.gcodes.dtype)
@@ -995,16 +1008,16 @@ class CandidateIndex:
         rest = np.arange(nq, dtype=np.int64)
         if how == "auto" and nq >= RACE_MIN_QUERIES:
             _warm_up()  # the race must time the searches, not the loading of their compiled code
-            for j in range(space.n_vars):  # built before the timing: the sample must not pay for them
-                self._wild_at(j)
+            self._lookups()  # built before the timing: the sample must not pay for them
             sample = rest[::RACE_STRIDE]
             # the plain scan's copy of the state, taken before the index folds the sample:
             # from the index's result it would skip the work of finding the nearest points
             # (with many tied members, most of it) and win races it should lose
             scratch = (fold[0], *(np.array(x) for x in fold[1:]))
             # both ways on the same queries, 1, 2, 4, ... at a time (the plain scan's state is
-            # dropped), until the sample is done or, past RACE_DECIDE queries, one way has cost
-            # RACE_MARGIN times the other: a sample of a slow way costs what it costs
+            # dropped), until the sample is done, or one way has cost RACE_MARGIN times the other
+            # once RACE_DECIDE queries are done, or RACE_MARGIN times what the other would cost
+            # for the whole sample once RACE_EARLY are: a sample of the slow way costs what it costs
             done, step, t_index, t_flat = 0, 1, 0.0, 0.0
             while done < sample.size:
                 part = sample[done : done + step]
@@ -1015,7 +1028,10 @@ class CandidateIndex:
                 _flat(Q, part, sq, self.PT, *args[1:6], *scratch)
                 t_flat += time.perf_counter() - t0
                 done, step = done + part.size, 2 * step
-                if done >= RACE_DECIDE and max(t_index, t_flat) > RACE_MARGIN * min(t_index, t_flat):
+                slow, fast = max(t_index, t_flat), min(t_index, t_flat)
+                if done >= RACE_DECIDE and slow > RACE_MARGIN * fast:
+                    break
+                if done >= RACE_EARLY and slow > RACE_MARGIN * fast / done * sample.size:
                     break
             how = "flat" if t_flat < t_index else "index"
             rest = np.setdiff1d(rest, sample[:done], assume_unique=True)  # the sample's rest too
@@ -1049,7 +1065,6 @@ class CandidateIndex:
         g0s = np.where(self._own_keys[i] == ukeys, self._own_order[i], -1).astype(np.int64)
         wlo = np.empty((U, nv), dtype=np.int64)
         whi = np.empty((U, nv), dtype=np.int64)
-        worders = []
         for j in range(nv):
             keys, order = self._wild_at(j)
             if nv == 1:
@@ -1058,11 +1073,8 @@ class CandidateIndex:
                 wq = _rows_as_bytes(np.delete(uprof, j, axis=1))
                 wlo[:, j] = np.searchsorted(keys, wq, side="left")
                 whi[:, j] = np.searchsorted(keys, wq, side="right")
-            worders.append(order)
-        woff = np.zeros(nv + 1, dtype=np.int64)
-        np.cumsum([o.size for o in worders], out=woff[1:])
         _walk_profiles(Q, np.ascontiguousarray(qs[qorder]), bounds.astype(np.int64), g0s, wlo, whi,
-                       np.concatenate(worders), woff, self._dense(uprof), self.gcodes, sq, self.gstart, self.gstop,
+                       *self._lookups(), self._dense(uprof), self.gcodes, sq, self.gstart, self.gstop,
                        self.P, self.scan, self.scanvals, *extra)
 
 
