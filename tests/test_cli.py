@@ -59,6 +59,7 @@ def test_console_script_end_to_end(tmp_path):
     assert "Knowledge Protection Rate" in proc.stdout and "report:" in proc.stdout
     assert "plot-distance-ratio" in (out / "report.html").read_text()
     assert "step linkability_protection_rate: done" in proc.stderr
+    assert "small inputs" in proc.stderr  # the example's files: the quick JIT of a short run
     records = pd.read_parquet(out / "records")
     assert len(records) == 3000 and "position" in records.columns
     assert set(records.columns).isdisjoint(rep["inputs"]["variables"])  # no variable values

@@ -105,3 +105,23 @@ def test_local_cores_of_a_master(master, cores):
     from avatar_metrics.cli import local_cores
 
     assert local_cores(master) == ((os.cpu_count() or 1) if cores == "cpu" else cores)
+
+
+def test_local_input_bytes_sums_the_files_of_local_paths_only(tmp_path):
+    """The quick JIT of a short run needs every input to be files here: their sizes add up;
+    a metastore table, a URL or a path that matches nothing gives None (no guess)."""
+    from avatar_metrics.cli import local_input_bytes
+    from avatar_metrics.config import TableSpec
+
+    folder = tmp_path / "t.parquet"
+    folder.mkdir()
+    (folder / "part-0").write_bytes(b"x" * 300)
+    (folder / "part-1").write_bytes(b"x" * 200)
+    one = tmp_path / "a.csv"
+    one.write_bytes(b"y" * 70)
+    assert local_input_bytes([TableSpec(path=str(folder)), TableSpec(path=str(one))]) == 570
+    assert local_input_bytes([TableSpec(path="file://" + str(one))]) == 70
+    assert local_input_bytes([TableSpec(path=str(tmp_path / "*.csv"))]) == 70
+    assert local_input_bytes([TableSpec(path=str(one)), TableSpec(table="db.t")]) is None
+    assert local_input_bytes([TableSpec(path="s3://bucket/t.parquet")]) is None
+    assert local_input_bytes([TableSpec(path=str(tmp_path / "missing"))]) is None
