@@ -253,6 +253,13 @@ INF = float("inf")
 
 def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
     """Rows, and per variable: non-null count, min, max and infinite values (numeric)."""
+    return tables_stats({"": df}, variables)[""]
+
+
+def tables_stats(dfs: dict[str, DataFrame], variables: dict[str, str]) -> dict[str, TableStats]:
+    """``table_stats`` of several tables in one action: one aggregated row per table, their union
+    collected at once, so that Spark runs the tables' scans side by side (on cached tables this
+    fills their caches together) instead of one action, and its few jobs, per table."""
     aggs = [F.count(F.lit(1)).alias("n")]
     for i, (c, kind) in enumerate(variables.items()):
         aggs.append(F.count(col(c)).alias(f"nn{i}"))
@@ -260,17 +267,25 @@ def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
             x = col(c).cast("double")
             aggs += [F.min(x).alias(f"lo{i}"), F.max(x).alias(f"hi{i}"),
                      F.count(F.when(F.abs(x) == F.lit(INF), 1)).alias(f"inf{i}")]
-    row = df.agg(*aggs).collect()[0]
-    columns = {}
-    for i, (c, kind) in enumerate(variables.items()):
-        numeric = kind == "numeric"
-        columns[c] = ColumnStats(
-            non_null=row[f"nn{i}"],
-            min=row[f"lo{i}"] if numeric else None,
-            max=row[f"hi{i}"] if numeric else None,
-            infinite=row[f"inf{i}"] if numeric else 0,
-        )
-    return TableStats(rows=row["n"], columns=columns)
+    union = None
+    for t, df in enumerate(dfs.values()):
+        row = df.agg(*aggs).select(F.lit(t).alias("__am_t"), "*")
+        union = row if union is None else union.unionByName(row)
+    rows = {r["__am_t"]: r for r in union.collect()}
+    out = {}
+    for t, name in enumerate(dfs):
+        row = rows[t]
+        columns = {}
+        for i, (c, kind) in enumerate(variables.items()):
+            numeric = kind == "numeric"
+            columns[c] = ColumnStats(
+                non_null=row[f"nn{i}"],
+                min=row[f"lo{i}"] if numeric else None,
+                max=row[f"hi{i}"] if numeric else None,
+                infinite=row[f"inf{i}"] if numeric else 0,
+            )
+        out[name] = TableStats(rows=row["n"], columns=columns)
+    return out
 
 
 def _check_values(stats: dict[str, TableStats], variables: dict[str, str]) -> None:
@@ -306,22 +321,21 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
     )
 
     tables = {}
-    stats = {}
     try:
         for role, raw in raws:
             if cfg.row_key is not None:
                 df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, integral)
             else:
                 df = _clean(with_position(raw), variables, F.col(ID), integral=integral)
-            tables[role] = df = cache_plain(df)
-            # one pass fills the cache and counts: the positions' first pass reads no column, and
-            # counting there would decode the whole table once more (census-shaped, 1,000,000: 6 s)
-            st = table_stats(df, variables)
-            if st.rows == 0:
+            tables[role] = cache_plain(df)
+        # one action fills the caches and counts: the positions' first pass reads no column, and
+        # counting there would decode the whole table once more (census-shaped, 1,000,000: 6 s)
+        stats = tables_stats(tables, variables)
+        for role, raw in raws:
+            if stats[role].rows == 0:
                 _empty(role)
             if cfg.row_key is not None:
-                check_keys(role, df, raw, cfg.row_key)
-            stats[role] = st
+                check_keys(role, tables[role], raw, cfg.row_key)
         _check_values(stats, variables)
 
         n_o, n_a = stats["originals"].rows, stats["avatars"].rows
