@@ -624,8 +624,8 @@ HAMMING_CHUNK = 8192  # groups whose distances ``_hamming`` sums at once (16 KiB
 
 
 @njit(cache=_CACHE)
-def _hamming(qcodes, gcodes):
-    """H[g]: the positions where group g's profile differs from the query's (``qcodes``:
+def _hamming(qcodes, gcodes, H):
+    """Fill H[g]: the positions where group g's profile differs from the query's (``qcodes``:
     its dense code per position, -1 where no group has its value).
 
     ``gcodes`` holds the groups' dense codes position by position (|V| x groups): the
@@ -633,7 +633,6 @@ def _hamming(qcodes, gcodes):
     This is the walk's cost per query profile (every group, every profile): 0.17 ms for
     133,000 groups of 16 positions, where a loop over each group's profile took 0.8."""
     nv, G = gcodes.shape
-    H = np.empty(G, dtype=np.int16)
     for g0 in range(0, G, HAMMING_CHUNK):
         g1 = min(G, g0 + HAMMING_CHUNK)
         Hc = H[g0:g1]
@@ -643,19 +642,17 @@ def _hamming(qcodes, gcodes):
             row = gcodes[j, g0:g1]
             for g in range(g1 - g0):
                 Hc[g] += np.int16(row[g] != c)
-    return H
 
 
 @njit(cache=_CACHE)
-def _scan_far(Q, qsel, sq, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
+def _scan_far(Q, need, sq, H, at, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
               members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
-    """The groups at H >= 2 in order of (H, g), their bound H / |V|, each for the queries
-    whose limit still reaches it; stops when none does (the limits only shrink). The groups
-    of one H are gathered when the walk gets there: most walks stop after a few."""
-    need = qsel.copy()
+    """The groups at H >= 2 in order of (H, g), their bound H / |V|, each for the queries of
+    ``need`` whose limit still reaches it (``need`` is filtered in place); stops when none does
+    (the limits only shrink). The groups of one H are gathered into ``at`` (the caller's, one
+    per group) when the walk gets there: most walks stop after a few."""
     m = need.shape[0]
     G = H.shape[0]
-    at = np.empty(G, dtype=np.int64)
     for h in range(2, nv + 1):
         lb = h / nv
         n_at = 0
@@ -699,6 +696,8 @@ def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcode
     groot = tree[6]
     lb1 = 1.0 / nv
     need = np.empty(qorder.shape[0], dtype=np.int64)
+    H = np.empty(G, dtype=np.int16)  # the buffers of the far groups, shared by every profile
+    at = np.empty(G, dtype=np.int64)
     for b in range(pstart.shape[0] - 1):
         qsel = qorder[pstart[b] : pstart[b + 1]]
         g0 = g0s[b]
@@ -730,8 +729,8 @@ def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcode
                 need[k] = q
                 k += 1
         if k and visited < G:  # H >= 2
-            H = _hamming(ucodes[b], gcodes)
-            _scan_far(Q, need[:k], sq, H, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv, members, moff,
+            _hamming(ucodes[b], gcodes, H)
+            _scan_far(Q, need[:k], sq, H, at, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv, members, moff,
                       mode, a, lim, n1, n2, bkey, bcid, tree)
 
 
@@ -839,6 +838,14 @@ def _profiles(X: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
         else:
             prof[:, v] = nan[:, v]
     return prof
+
+
+def _keys_without(prof: np.ndarray, j: int) -> np.ndarray:
+    """Sortable keys of the profiles without position j; with one position, all equal (every
+    group is then one position away from every query)."""
+    if prof.shape[1] == 1:
+        return np.zeros(prof.shape[0], dtype=np.int64)
+    return _rows_as_bytes(np.delete(prof, j, axis=1))
 
 
 def _rows_as_bytes(A: np.ndarray) -> np.ndarray:
@@ -966,13 +973,9 @@ class CandidateIndex:
         """Position j's lookup: (the groups' profile keys without j, sorted; the groups in that order)."""
         w = self._wild[j]
         if w is None:
-            G, nv = self.gprof.shape
-            if nv == 1:  # one variable: every group is one position away (every key is empty)
-                w = (np.zeros(G, dtype=np.int64), np.arange(G, dtype=np.int64))
-            else:
-                rest = _rows_as_bytes(np.delete(self.gprof, j, axis=1))
-                order = np.argsort(rest, kind="stable").astype(np.int64)
-                w = (rest[order], order)
+            rest = _keys_without(self.gprof, j)
+            order = np.argsort(rest, kind="stable").astype(np.int64)
+            w = (rest[order], order)
             self._wild[j] = w
         return w
 
@@ -1066,13 +1069,10 @@ class CandidateIndex:
         wlo = np.empty((U, nv), dtype=np.int64)
         whi = np.empty((U, nv), dtype=np.int64)
         for j in range(nv):
-            keys, order = self._wild_at(j)
-            if nv == 1:
-                wlo[:, j], whi[:, j] = 0, order.size
-            else:
-                wq = _rows_as_bytes(np.delete(uprof, j, axis=1))
-                wlo[:, j] = np.searchsorted(keys, wq, side="left")
-                whi[:, j] = np.searchsorted(keys, wq, side="right")
+            keys, _ = self._wild_at(j)
+            wq = _keys_without(uprof, j)
+            wlo[:, j] = np.searchsorted(keys, wq, side="left")
+            whi[:, j] = np.searchsorted(keys, wq, side="right")
         _walk_profiles(Q, np.ascontiguousarray(qs[qorder]), bounds.astype(np.int64), g0s, wlo, whi,
                        *self._lookups(), self._dense(uprof), self.gcodes, sq, self.gstart, self.gstop,
                        self.P, self.scan, self.scanvals, *extra)
