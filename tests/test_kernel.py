@@ -406,6 +406,37 @@ def test_profiles_of_many_levels_walk_far_groups_exactly():
     assert (want.d2 * 4 >= 2).mean() > 0.5  # most queries reach the groups two positions away
 
 
+@pytest.mark.parametrize("weak", ["zero", "parity"])
+def test_lookups_one_position_away_survive_hash_collisions(monkeypatch, weak):
+    """The lookups one position away match 64-bit hashes of the profiles without a position
+    (``_code_hashes``); the walk checks the codes of each group it takes from them. With a
+    hash that collides everywhere (every group in every lookup) or often (codes' parity), the
+    index still equals the plain compiled kernel."""
+    hashes = {"zero": lambda codes: np.zeros(codes.shape, dtype=np.uint64),
+              "parity": lambda codes: (codes.astype(np.int64) % 2).astype(np.uint64)}[weak]
+    monkeypatch.setattr(IX, "_code_hashes", hashes)
+    rng = np.random.default_rng(11)
+    nc, nq = 3000, 200
+    is_cat = np.array([True, True, False, True, False])
+
+    def table(n):
+        X = np.c_[rng.integers(0, 6, n), rng.integers(-1, 12, n), np.round(rng.normal(0, 1, n), 1),
+                  rng.integers(0, 3, n), rng.integers(0, 4, n)].astype(float)
+        X[rng.random((n, 5)) < 0.1] = np.nan
+        return X
+
+    C, Q = table(nc), table(nq)
+    space = K.Space(is_cat=is_cat, ranges=np.array([0.0, 0.0, 8.0, 0.0, 3.0]))
+    qids = np.arange(nq, dtype=np.int64)
+    cids = np.arange(nc, dtype=np.int64) + 10**6
+    salt = K.search_salt(5, "h")
+    idx = built(C, cids, space)
+    want = IX.plain_search(Q, qids, C, cids, space, salt)
+    got = idx.search(Q, qids, salt, how="index")
+    for f in ("d1", "d2", "n1", "cid", "key"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
 def test_gower_pairs_equal_the_block_diagonal(tables):
     O, A, Q, C, space, ranges = tables
     assert np.array_equal(K.gower_pairs(Q, C[: len(Q)], space), np.diag(K.gower_block(Q, C[: len(Q)], space)))
