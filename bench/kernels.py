@@ -7,11 +7,12 @@ For each shape of ``bench/shapes.py``: the originals are the queries, the
 avatars the candidates (one block of n), all the variables (the Closest Rate
 search, "nearest") and the count within each original's distance to its own
 avatar (the Local Cloaking / Hidden Rate search, "within"). Prints, per search,
-the seconds of the plain compiled kernel (``index.plain_search``: every
-candidate for every query; timed on ``--plain-sample`` queries and scaled to
-all, its cost is the same for every query), of the index (build, then the
-search as the job runs it: the race picks the index or the plain scan of its
-points), of the index's traversal alone, and the ratio index / plain.
+the size of the index's arrays (MiB, its lookups built), the seconds of the
+plain compiled kernel (``index.plain_search``: every candidate for every
+query; timed on ``--plain-sample`` queries and scaled to all, its cost is
+the same for every query), of the index (build, then the search as the job
+runs it: the race picks the index or the plain scan of its points), of the
+index's traversal alone, and the ratio index / plain.
 ``--queries`` below n times the index on that many queries and scales too.
 The states are checked equal to the plain kernel's on the timed queries.
 ``--columns`` keeps only those variables (a Linkability half, say).
@@ -59,6 +60,17 @@ def encode(O: pd.DataFrame, A: pd.DataFrame, H: pd.DataFrame | None = None):
     return Q, C, Space(is_cat, ranges)
 
 
+def nbytes(x) -> int:
+    """Bytes of the numpy arrays an object holds (its attributes, tuples and lists, recursively)."""
+    if isinstance(x, np.ndarray):
+        return x.nbytes
+    if isinstance(x, (tuple, list)):
+        return sum(nbytes(y) for y in x)
+    if hasattr(x, "__dict__") and not isinstance(x, type):
+        return sum(nbytes(y) for y in vars(x).values())
+    return 0
+
+
 def _equal(a, b, fields) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in fields)
 
@@ -100,7 +112,8 @@ def bench_shape(name: str, n: int, queries: int, plain_sample: int, columns=None
             if not _equal(head, plain, fields):
                 raise SystemExit(f"{name} {what} ({how}): the index differs from the plain kernel")
         rows.append({"shape": name, "search": what, "vars": space.n_vars, "points": index.P.shape[0],
-                     "groups": index.gprof.shape[0], "plain": t_plain, "build": t_build, "auto": times["auto"],
+                     "groups": index.gprof.shape[0], "mb": nbytes(index) / 2**20,
+                     "plain": t_plain, "build": t_build, "auto": times["auto"],
                      "index": times["index"], "choice": "flat" if index.choices.get("flat") else "index"})
     return rows
 
@@ -121,13 +134,14 @@ def main() -> None:
     IX.plain_search(Q, np.arange(300), C, np.arange(300), space, 1)
     IX.plain_within(Q, np.arange(300), C, np.arange(300), space, 1, np.full(300, 0.1))
     print(f"one block: n = {a.n:,} queries x {a.n:,} candidates; seconds (index and plain scaled to n queries)")
-    head = (f"{'shape':<14}{'search':<9}{'vars':>5}{'points':>8}{'groups':>8}{'plain':>9}{'build':>8}"
+    head = (f"{'shape':<14}{'search':<9}{'vars':>5}{'points':>8}{'groups':>8}{'MiB':>7}{'plain':>9}{'build':>8}"
             f"{'index+race':>11}{'traversal':>10}{'ratio':>7}{'speed-up':>9}  way")
     print(head)
     for name in a.shape or SHAPES:
         for r in bench_shape(name, a.n, a.queries, a.plain_sample, columns):
             total = r["build"] + r["auto"]
-            print(f"{r['shape']:<14}{r['search']:<9}{r['vars']:>5}{r['points']:>8,}{r['groups']:>8,}{r['plain']:>9.2f}"
+            print(f"{r['shape']:<14}{r['search']:<9}{r['vars']:>5}{r['points']:>8,}{r['groups']:>8,}{r['mb']:>7.0f}"
+                  f"{r['plain']:>9.2f}"
                   f"{r['build']:>8.2f}{r['auto']:>11.2f}{r['index']:>10.2f}{total / r['plain']:>7.2f}"
                   f"{r['plain'] / total:>8.1f}x  {r['choice']}", flush=True)
 
