@@ -82,6 +82,28 @@ def local_input_bytes(specs) -> int | None:
     return total
 
 
+def _java_options_given(cfg) -> bool:
+    """Whether the user gives the driver JVM's options anywhere Spark would read them: the
+    configuration's ``spark.conf``, ``PYSPARK_SUBMIT_ARGS``, or a ``spark-defaults.conf``
+    (which the quick JIT's setting would override)."""
+    if "spark.driver.extraJavaOptions" in cfg.spark_conf:
+        return True
+    submit = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if "java-options" in submit or "extraJavaOptions" in submit:
+        return True
+    folders = [os.environ.get("SPARK_CONF_DIR")]
+    if os.environ.get("SPARK_HOME"):
+        folders.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    for folder in filter(None, folders):
+        try:
+            with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8", errors="replace") as f:
+                if "spark.driver.extraJavaOptions" in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def get_session(cfg, debug: bool = False, inputs=()):
     """The active session, spark-submit's, or an embedded local one.
 
@@ -89,8 +111,8 @@ def get_session(cfg, debug: bool = False, inputs=()):
     console logging at FATAL unless ``--debug``: Spark logs malformed records
     and failed tasks with their data. With a local master and ``inputs`` (the
     TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
-    driver JVM compiles with C1 only (QUICK_JIT), unless the configuration
-    sets the driver's Java options itself.
+    driver JVM compiles with C1 only (QUICK_JIT), unless the user sets the
+    driver's Java options (``_java_options_given``).
     """
     from pyspark.sql import SparkSession
 
@@ -108,7 +130,7 @@ def get_session(cfg, debug: bool = False, inputs=()):
             # Spark's 200 shuffle partitions make every aggregation of a small run 200 tasks
             builder = builder.config("spark.sql.shuffle.partitions", str(max(4, 2 * cores)))
         size = local_input_bytes(inputs) if cores and inputs else None
-        if size is not None and size <= SMALL_INPUT_BYTES and "spark.driver.extraJavaOptions" not in cfg.spark_conf:
+        if size is not None and size <= SMALL_INPUT_BYTES and not _java_options_given(cfg):
             log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
                      size / 2**20)
             builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT)

@@ -125,3 +125,24 @@ def test_local_input_bytes_sums_the_files_of_local_paths_only(tmp_path):
     assert local_input_bytes([TableSpec(path=str(one)), TableSpec(table="db.t")]) is None
     assert local_input_bytes([TableSpec(path="s3://bucket/t.parquet")]) is None
     assert local_input_bytes([TableSpec(path=str(tmp_path / "missing"))]) is None
+
+
+def test_the_users_java_options_turn_the_quick_jit_off(tmp_path, monkeypatch):
+    """The driver's Java options given in spark.conf, PYSPARK_SUBMIT_ARGS or spark-defaults.conf
+    are the user's: the quick JIT of a short run would replace them, so it is not used."""
+    from avatar_metrics.cli import _java_options_given
+    from avatar_metrics.config import as_config
+
+    for var in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "SPARK_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    plain = as_config({})
+    assert not _java_options_given(plain)
+    assert _java_options_given(as_config({"spark": {"conf": {"spark.driver.extraJavaOptions": "-Xss4m"}}}))
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -Xss4m pyspark-shell")
+    assert _java_options_given(plain)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Xss4m\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert _java_options_given(plain)
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.memory 4g\n")
+    assert not _java_options_given(plain)

@@ -854,7 +854,7 @@ def _code_hashes(codes: np.ndarray) -> np.ndarray:
     (position, code). A profile's hash is their sum (wrapping), and its hash without position j
     that sum less the term of j: the lookups one position away keep one 64-bit key per group and
     position, where the profiles' bytes without j took |V| - 1 times as much (at 60 variables
-    and 200,000 groups, 5.7 GB). Equal keys are candidates only: ``_walk_profiles`` checks the
+    and 133,171 groups, 3.5 GiB). Equal keys are candidates only: ``_walk_profiles`` checks the
     codes of every group it takes from a lookup, so a collision costs a check, never a result."""
     pos = np.arange(codes.shape[1], dtype=np.uint64) + np.uint64(1)
     low = codes.astype(np.int64) & np.int64(0xFFFFFFFF)
