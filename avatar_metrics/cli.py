@@ -59,16 +59,13 @@ def local_input_bytes(specs) -> int | None:
     """Total size of the files of these tables when each is a path on this machine, else None
     (a metastore table, a URL, a path that matches nothing)."""
     import glob
-    import re
+
+    from .outputs import local_pattern
 
     total = 0
     for spec in specs:
-        path = spec.path
-        if not path:
-            return None
-        if path.startswith("file:"):
-            path = re.sub(r"^file:(//)?", "", path)
-        elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        path = local_pattern(spec.path) if spec.path else None
+        if path is None:
             return None
         found = glob.glob(path)
         if not found:

@@ -43,22 +43,29 @@ def expand(path: str) -> str:
     return path if _SCHEME.match(path) else os.path.expanduser(path)
 
 
-def local_path(uri: str) -> Path | None:
-    """The local path a table location names, or None for a remote store.
+def local_pattern(uri: str) -> str | None:
+    """The local path (or glob) a table location names, or None for a remote store.
 
     ``file:`` URIs are local; ``dbfs:/x`` is ``/dbfs/x`` (the Databricks FUSE
-    mount); a glob stands for the folder where its first wildcard starts.
+    mount); ``~`` is expanded.
     """
-    if _SCHEME.match(uri):
-        parsed = urlparse(uri)
-        if parsed.scheme == "file":
-            path = parsed.path
-        elif parsed.scheme == "dbfs":
-            path = "/dbfs" + (parsed.path if parsed.path.startswith("/") else "/" + parsed.path)
-        else:
-            return None
-    else:
-        path = os.path.expanduser(uri)
+    if not _SCHEME.match(uri):
+        return os.path.expanduser(uri)
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return parsed.path
+    if parsed.scheme == "dbfs":
+        return "/dbfs" + (parsed.path if parsed.path.startswith("/") else "/" + parsed.path)
+    return None
+
+
+def local_path(uri: str) -> Path | None:
+    """The local path a table location names, or None for a remote store
+    (``local_pattern``); a glob stands for the folder where its first wildcard starts.
+    """
+    path = local_pattern(uri)
+    if path is None:
+        return None
     m = _GLOB.search(path)
     if m:
         path = os.path.dirname(path[: m.start()]) or "."
