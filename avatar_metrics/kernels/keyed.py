@@ -22,14 +22,11 @@ use ``mix_jit``; numpy code ``mix``; scalars ``mix_int``: the same function.
 from __future__ import annotations
 
 import hashlib
-import os
 
 import numpy as np
 from numba import njit
 
-# numba caches compiled code next to this file; a package imported from a
-# zip (spark-submit --py-files) has no such place, so it compiles per process.
-JIT_CACHE = os.path.isfile(__file__) and os.access(os.path.dirname(__file__), os.W_OK)
+from .jit import CACHE as JIT_CACHE  # where numba keeps the compiled kernels
 
 M64 = (1 << 64) - 1
 MIX1 = 0xBF58476D1CE4E5B9  # splitmix64 finaliser multipliers
