@@ -52,6 +52,47 @@ def test_tie_key_matches_reference():
     assert K.tie_keys(K.search_salt(8, "linkability/A"), q, c).tolist() != want
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_block_lower_bound_never_exceeds_a_distance(tables, seed):
+    """The summary bound that lets a query skip a block: at most the distance to each row
+    of the block, bit for bit, on blocks of neighbouring values (as the engine cuts them)
+    and with the queries' categories the block lacks encoded as -1."""
+    O, A, Q, C, space, _ = tables
+    rng = np.random.default_rng(seed)
+    order = np.argsort(C[:, rng.integers(C.shape[1])], kind="stable")
+    positive = reached = 0
+    for rows in np.array_split(order, int(rng.integers(1, 9))):
+        if rows.size == 0:
+            continue
+        Cb = C[rows]
+        Qb = Q.copy()
+        for v in np.flatnonzero(space.is_cat):
+            present = np.isin(Qb[:, v], Cb[:, v])
+            Qb[:, v] = np.where(np.isnan(Qb[:, v]) | present, Qb[:, v], -1.0)
+        lb = K.lower_bounds(Qb, K.summarize(Cb, space), space)
+        nearest = K.gower_block(Q, Cb, space).min(axis=1)
+        assert (lb <= nearest).all()
+        positive += int((lb > 0).sum())
+        reached += int((lb == nearest).sum())
+    assert positive > 0 and reached > 0
+
+
+def test_block_lower_bound_of_nulls_and_extremes():
+    space = K.Space(is_cat=np.array([False, True, False]), ranges=np.array([4.0, 0.0, 0.0]))
+    C = np.array([[1.0, 0.0, np.nan], [2.0, np.nan, np.nan]])
+    s = K.summarize(C, space)
+    Q = np.array([
+        [1.5, 0.0, np.nan],  # inside the box: 0
+        [6.0, -1.0, 3.0],  # 4/4 + absent category 1 + a number where every row is null 1
+        [np.nan, np.nan, np.nan],  # the first variable has no null: 1
+        [np.inf, 0.0, np.nan],
+    ])
+    lb = K.lower_bounds(Q, s, space)
+    assert lb[:3].tolist() == [0.0, 3.0 / 3, 1.0 / 3]
+    assert lb[3] == np.inf
+    assert (lb <= K.gower_block(np.where(Q < 0, 5.0, Q), C, space).min(axis=1)).all()
+
+
 def test_gower_block_bit_for_bit(tables):
     O, A, Q, C, space, ranges = tables
     D = K.gower_block(Q, C, space)

@@ -70,6 +70,49 @@ def test_block_of_one_record_and_query_partitions(spark, frames, expected):
     assert run_search(spark, O, A, 1, 3, block_size=1, query_partitions=5) == want
 
 
+def _visits(caplog):
+    """(visits, full scan) from the search's closing log line."""
+    import re
+
+    lines = [r.getMessage() for r in caplog.records if "query visits (" in r.getMessage()]
+    m = re.search(r": (\d+) of (\d+) query visits", lines[-1])
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog):
+    """Two clusters apart on a category: blocks by locality hold one cluster each, and the
+    queries of the other skip them (fewer visits than a full scan), with the same states."""
+    import logging
+
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    half = np.arange(N) < N // 2
+    O = O.assign(cat2=np.where(half, "a", "b"))
+    A = A.assign(cat2=np.where(half, "a", "b"))
+    names = SUBSETS[1]
+    ranges = {v: ref.column_range([O, A], v) for v in names if KINDS[v] == "numeric"}
+    want = ref.nearest(O, A, names, KINDS, ranges, seed=5, search="test/1")
+    with caplog.at_level(logging.INFO, logger=S.__name__):
+        assert run_search(spark, O, A, 1, 3, block_size=12) == want
+    visits, full = _visits(caplog)
+    assert full >= N * 2 and visits < full
+
+
+def test_an_empty_sample_block(spark, frames, expected, monkeypatch, caplog):
+    """No sample block (every query's first reach from a range block, or none): the same states."""
+    import logging
+
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    monkeypatch.setattr(S, "_in_sample", lambda hashed, n: S.F.lit(False))
+    with caplog.at_level(logging.INFO, logger=S.__name__):
+        assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
+    visits, full = _visits(caplog)
+    assert 0 < visits <= full
+
+
 def test_default_repartitioning_of_the_queries(spark, frames, expected, monkeypatch):
     """query_partitions null: with enough queries per partition they are repartitioned into
     spark.sql.shuffle.partitions (4 in the suite); the states are the same."""
@@ -89,3 +132,44 @@ def test_any_arrow_batch_size(spark, frames, expected):
         assert run_search(spark, O, A, 0, 3, block_size=20) == expected[0]
     finally:
         spark.conf.set(key, old)
+
+
+def test_spark_connect_path_slices_blocks_and_checkpoints(spark, frames, expected, monkeypatch, caplog):
+    """The Spark Connect path (blocks over the plan's size cap go in slices, chains and the result
+    are local checkpoints), taken here on the classic session: the same states."""
+    import logging
+
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    monkeypatch.setattr(S, "is_connect", lambda df: True)
+    monkeypatch.setattr(S, "closure_cap", lambda spark: 600)  # a few records' worth
+    with caplog.at_level(logging.INFO, logger=S.__name__):
+        got = run_search(spark, O, A, 0, 2, block_size=30)
+    assert got == expected[0]
+    assert any("slices" in r.getMessage() for r in caplog.records)
+
+
+class _Conf:
+    def __init__(self, value):
+        self.value = value
+
+    def get(self, key, default=None):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return default if self.value is None else self.value
+
+
+class _Session:
+    def __init__(self, value):
+        self.conf = _Conf(value)
+
+
+@pytest.mark.parametrize("value,limit", [
+    ("2m", 2 * 2**20), ("2MiB", 2 * 2**20), ("134217728", 2**27), ("512k", 2**19), ("1g", 2**30),
+    (None, 2**27), ("lots", 2**27), (RuntimeError("no such key"), 2**27),
+])
+def test_closure_cap_follows_the_servers_message_limit(value, limit):
+    import avatar_metrics.engine.search as S
+
+    assert S.closure_cap(_Session(value)) == int(limit * S.CLOSURE_SHARE / S.CHAIN)

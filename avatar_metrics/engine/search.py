@@ -1,14 +1,29 @@
 """Exact distributed Gower nearest-neighbour search.
 
 The queries stay partitioned across the executors. The candidates are cut
-into blocks (``search.block_size`` records, assigned by a hash of their id);
-the driver fetches one block at a time and ships it to the executors inside
-the closure of a ``mapInPandas`` over the queries (no ``sparkContext``, so
-Spark Connect works). The queries carry their top-2 state from pass to pass:
-each pass folds one block into it with the exact index of ``kernels.index``
-(the state of earlier blocks tightens its pruning). Up to ``CHAIN`` passes are
-pipelined in one Spark job; the states of several such chains are merged
-exactly in Spark (``merge_states``). The queries never reach the driver.
+into blocks of about ``search.block_size`` records; the driver fetches one
+block at a time and ships it to the executors inside the closure of a
+``mapInPandas`` over the queries (no ``sparkContext``, so Spark Connect
+works). The queries carry their state from pass to pass: each pass folds one
+block into it with the exact index of ``kernels.index`` (the state of earlier
+blocks tightens its pruning). Up to ``CHAIN`` passes are pipelined in one
+Spark job; the states of several such chains are merged exactly in Spark
+(``merge_states``). The queries never reach the driver.
+
+Blocks by locality. With more than one block, block 0 is a sample (a hash of
+the id picks one candidate in ``n_blocks``) and the others are ranges of the
+candidates sorted by their values (categories of most levels first, then
+numbers), so that the records of a block resemble each other. Each block
+carries a summary (``kernels.gower.Summary``: per variable, whether a null
+occurs, and the min and max of a number), from which a lower bound on the
+distance from a query to any of its records follows, safe in floating point
+(``kernels.gower.lower_bounds``). The first job folds the sample block alone;
+the second distance it gives a query bounds its final one from above, so a
+later block whose lower bound exceeds that (or the query's second distance
+so far) cannot change the query's result and the query skips it; a count
+within a radius skips a block beyond its radius. The result is the same
+whatever the blocking; only the work changes, and the log says how many
+(query, block) visits were made of the full scan's.
 
 Two searches share this machinery, each a ``Fold``: ``nearest`` carries the
 top-2 state; ``within`` carries counts of the candidates within a per-query
@@ -16,14 +31,21 @@ radius (and the tie-break winner at it), which add up from block to block
 (``merge_within``). ``pair_distances`` gives such radii: the distance of each
 query to the candidate with its own id, by the kernel's own terms.
 
+Under Spark Connect, the chains and the result are local checkpoints rather
+than caches, and a block too large for the server's message limit goes in
+slices (``_materialize``, ``closure_cap``).
+
 Categorical values are compared as values: each block factorizes its own
 values, and a query value absent from the block gets a code no candidate has.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import pickle
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,7 +58,7 @@ from pyspark.sql import functions as F
 
 from ..config import SearchSettings
 from ..io import ID, col
-from ..kernels.gower import NO_KEY, Space, State, gower_pairs, search_salt
+from ..kernels.gower import NO_KEY, Space, State, Summary, gower_pairs, lower_bounds, search_salt, summarize
 from ..kernels.index import CandidateIndex
 from ..schema import Variable
 
@@ -62,6 +84,7 @@ class Block:
     C: np.ndarray
     cids: np.ndarray
     uniques: list  # per variable: pandas Index of the block's categories (None for numeric)
+    summary: Summary | None = None  # set: queries it cannot matter to skip the block
     token: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this block in the workers' cache
 
 
@@ -126,12 +149,17 @@ class Fold:
     ``state``: (column, initial value, Spark type); ``step(index, Q, qids,
     salt, pdf)`` folds one block into the state columns of ``pdf``;
     ``merge(df)`` combines, per query, the states of disjoint sets of blocks;
+    ``reach(pdf)``: per query, a distance beyond which no candidate can change
+    its final result (a block whose lower bound exceeds it is skipped), which
+    may read ``REACH``, set after the first job by ``first_reach()``;
     ``carry``: query columns the fold reads besides the variables.
     """
 
     state: tuple[tuple[str, Any, str], ...]
     step: Callable
     merge: Callable[[DataFrame], DataFrame]
+    reach: Callable[[pd.DataFrame], np.ndarray]
+    first_reach: Callable[[], Any] = lambda: F.lit(math.inf)  # the REACH column after the first job
     carry: tuple[str, ...] = ()
 
     @property
@@ -178,12 +206,28 @@ def _index_of(block: Block, space: Space) -> CandidateIndex:
 
 
 def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema, fold: Fold) -> DataFrame:
-    """One pass: fold a block of candidates into the state carried by the queries."""
+    """One pass: fold a block of candidates into the state carried by the queries.
+
+    With a block summary, only the queries whose reach the block's lower bound
+    does not exceed search it (``VISITS`` counts them); the block cannot change
+    the others' results, so skipping it is exact.
+    """
     def run(batches):
-        index = _index_of(block, space)
         for pdf in _rechunk(batches, QUERY_CHUNK):
             qids = pdf[ID].to_numpy(dtype=np.int64)
-            fold.step(index, encode_queries(pdf, variables, block), qids, salt, pdf)
+            Q = encode_queries(pdf, variables, block)
+            if block.summary is None:
+                keep = np.ones(len(pdf), dtype=bool)
+            else:
+                keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf))
+            if keep.all():
+                fold.step(_index_of(block, space), Q, qids, salt, pdf)
+            elif keep.any():
+                sub = pdf.loc[keep].reset_index(drop=True)
+                fold.step(_index_of(block, space), Q[keep], qids[keep], salt, sub)
+                for c in fold.columns:
+                    pdf.loc[keep, c] = sub[c].to_numpy()
+            pdf[VISITS] = pdf[VISITS].to_numpy() + keep
             yield pdf
 
     return queries.mapInPandas(run, schema)
@@ -264,55 +308,190 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     if n_candidates is None:
         n_candidates = c.count()
     n_blocks = max(1, math.ceil(n_candidates / search.block_size))
-    c = c.withColumn("__am_block", F.pmod(F.xxhash64(F.col(ID)), F.lit(n_blocks)))
-    if n_blocks > 1:
-        c = c.cache()
+    local = n_blocks > 1
+    if local:
+        c = _by_locality(c, variables, n_blocks).cache()
+    else:
+        c = c.withColumn("__am_block", F.lit(0))
 
-    initial = q.select("*", *[F.lit(v).cast(t).alias(c) for c, v, t in fold.state])
-    schema = initial.schema
+    initial = q.select("*", *[F.lit(v).cast(t).alias(c) for c, v, t in fold.state],
+                       F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
+    remote = is_connect(queries)
+    cap = closure_cap(queries.sparkSession) if remote else None
     t0 = time.perf_counter()
-    done = 0
+    done = pieces_done = visits = rows = 0
     chains: list[DataFrame] = []
+    cached: list[DataFrame] = []
+    pieces = _blocks(c, n_blocks, variables, space if local else None, cap, name)
     try:
-        for first in range(0, n_blocks, CHAIN):
-            # one Spark job folds up to CHAIN blocks, pipelined, into the state
-            state = initial
-            last = min(first + CHAIN, n_blocks)
-            for b in range(first, last):
-                pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
-                if len(pdf) == 0:
-                    continue
-                pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
-                state = _pass(state, encode_block(pdf, variables), variables, space, salt, schema, fold)
-                done += len(pdf)
-            if state is initial:
-                continue
-            state = state.select(ID, *fold.columns).cache()
-            state.count()
-            chains.append(state)
+        while True:
+            # one Spark job folds up to CHAIN blocks, pipelined, into the state; with
+            # blocks by locality the first job folds the sample block alone, and the
+            # second distance it gives each query bounds what later blocks must beat
+            state, last, schema, pieces_before = initial, None, initial.schema, pieces_done
+            for block, n_rows, last in itertools.islice(pieces, 1 if local and not chains else CHAIN):
+                state = _pass(state, block, variables, space, salt, schema, fold)
+                done += n_rows
+                pieces_done += 1
+            if last is None:
+                break
+            if local and not chains:
+                first, rows, v = _materialize(state, remote)
+                cached.append(first)
+                chains.append(first.select(ID, *fold.columns))
+                initial = first.select(*q.columns, *[F.lit(v).cast(t).alias(c) for c, v, t in fold.state],
+                                       fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS))
+            elif local:
+                chain, rows, v = _materialize(state.select(ID, VISITS, *fold.columns), remote)
+                cached.append(chain)
+                chains.append(chain.select(ID, *fold.columns))
+            else:  # no summaries: every query searches every piece
+                chain, rows, _ = _materialize(state.select(ID, *fold.columns), remote)
+                cached.append(chain)
+                chains.append(chain)
+                v = rows * (pieces_done - pieces_before)
+            visits += v
             elapsed = time.perf_counter() - t0
             rate = done / elapsed if elapsed > 0 else float("inf")
             left = (n_candidates - done) / rate if rate > 0 else 0.0
             log.info(
-                "search %s: block %d of %d done, %d of %d candidates, %.1f s so far, "
-                "%.0f candidates/s, about %.0f s left",
-                name, last, n_blocks, done, n_candidates, elapsed, rate, max(0.0, left),
+                "search %s: block %d of %d done, %d of %d candidates, %d of %d query visits (%.0f%%), "
+                "%.1f s so far, %.0f candidates/s, about %.0f s left",
+                name, last + 1, n_blocks, done, n_candidates, visits, rows * pieces_done,
+                100.0 * visits / max(1, rows * pieces_done), elapsed, rate, max(0.0, left),
             )
     finally:
-        if n_blocks > 1:
+        pieces.close()
+        if local:
             c.unpersist()
     if not chains:
         raise ValueError(f"search {name}: no candidates")
-    if len(chains) == 1:
+    if len(chains) == 1 and not local:
         return chains[0]
+    log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
+             name, visits, rows * pieces_done, 100.0 * visits / max(1, rows * pieces_done), n_blocks, rows)
     union = chains[0]
     for other in chains[1:]:
         union = union.unionByName(other)
-    merged = fold.merge(union).cache()
-    merged.count()
-    for other in chains:
+    merged = _materialize(fold.merge(union), remote)[0]
+    for other in cached:
         other.unpersist()
     return merged
+
+
+# columns the passes carry besides the state: a query's reach from the first
+# job (``Fold.reach``), and the blocks it searched
+REACH = "__am_reach"
+VISITS = "__am_visits"
+
+
+def _by_locality(c: DataFrame, variables, n_blocks: int) -> DataFrame:
+    """The candidates with ``__am_block``: block 0 a sample (a hash of the id picks
+    1 in ``n_blocks``), the others ranges of the candidates sorted by their
+    categories, those of most levels first, then their numbers. Records of a
+    range block share values, so a block's summary bounds the distance of a
+    query far from them well. Which block a record lands in never changes a
+    result, only the work."""
+    cats = [f"v{i}" for i, v in enumerate(variables) if v.kind == "categorical"]
+    nums = [f"v{i}" for i, v in enumerate(variables) if v.kind != "categorical"]
+    if cats:
+        row = c.agg(*[F.approx_count_distinct(x).alias(x) for x in cats]).first()
+        cats = sorted(cats, key=lambda x: -row[x])
+    hashed = F.xxhash64(F.col(ID))
+    keys = [*cats, *nums, hashed]
+    return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
+        "__am_block", F.when(_in_sample(hashed, n_blocks), F.lit(0)).otherwise(F.spark_partition_id() + 1))
+
+
+def _in_sample(hashed, n_blocks: int):
+    """Whether a candidate goes to the sample block (tests empty it)."""
+    return F.pmod(hashed, F.lit(n_blocks)) == 0
+
+
+def is_connect(df: DataFrame) -> bool:
+    """Whether ``df`` belongs to a Spark Connect session."""
+    return type(df).__module__.startswith("pyspark.sql.connect")
+
+
+def _materialize(df: DataFrame, remote: bool) -> tuple[DataFrame, int, int]:
+    """``df`` computed once and kept on the executors, its number of rows, and
+    the sum of its ``VISITS`` column (0 without one), from one job.
+
+    Classic Spark: cached, so a lost executor's part is recomputed from the
+    plan. Spark Connect: a local checkpoint. A Connect plan travels whole with
+    every request, and a search's plan holds every block of candidates it
+    shipped (the closures of its passes): after a few blocks it would exceed
+    the server's message limit (``spark.connect.grpc.maxInboundMessageSize``,
+    128 MiB by default). The checkpoint is referred to by an id instead; the
+    price is that a lost executor's part of it cannot be recomputed.
+    """
+    df = df.localCheckpoint(eager=True) if remote else df.cache()
+    visits = F.sum(VISITS) if VISITS in df.columns else F.lit(0)
+    row = df.agg(F.count(F.lit(1)), visits).first()
+    return df, int(row[0]), int(row[1] or 0)
+
+
+# Under Spark Connect, the part of the server's message limit that the blocks
+# of one chain (their closures) may take together; the rest is for the plan of
+# the queries
+CLOSURE_SHARE = 0.75
+CONNECT_MESSAGE_LIMIT = 128 * 1024 * 1024  # the server's default
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def closure_cap(spark) -> int:
+    """Bytes one block's closure may take under Spark Connect: a share of the
+    server's message limit (its configured value when the server tells it),
+    divided among the ``CHAIN`` blocks of a job."""
+    limit = CONNECT_MESSAGE_LIMIT
+    try:
+        text = spark.conf.get("spark.connect.grpc.maxInboundMessageSize", None)
+    except Exception:  # a server that does not say: its default
+        text = None
+    m = _SIZE.match(str(text)) if text is not None else None
+    if m:
+        unit = m.group(2).lower()
+        limit = int(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1)
+    return max(1, int(limit * CLOSURE_SHARE / CHAIN))
+
+
+def _closure_bytes(block: Block) -> int:
+    return len(pickle.dumps(block, protocol=5))
+
+
+def _blocks(c: DataFrame, n_blocks: int, variables, space: Space | None, cap: int | None, name: str):
+    """The candidates' blocks in order, each encoded, as (block, rows, block number);
+    with ``space``, each carries its summary.
+
+    A block whose closure would exceed ``cap`` bytes goes as several slices of
+    its rows, each its own pass (exact: the passes may cut the candidates in
+    any way).
+    """
+    for b in range(n_blocks):
+        pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
+        if len(pdf) == 0:
+            continue
+        pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
+        block = _encoded(pdf, variables, space)
+        size = 0 if cap is None else _closure_bytes(block)
+        if cap is None or size <= cap or len(pdf) == 1:
+            yield block, len(pdf), b
+            continue
+        k = min(len(pdf), math.ceil(size / cap) + 1)
+        log.info("search %s: block %d goes in %d slices (%.0f MiB, over the %.0f MiB a Spark Connect plan may carry "
+                 "per block)", name, b + 1, k, size / 2**20, cap / 2**20)
+        del block
+        cuts = np.linspace(0, len(pdf), k + 1).astype(int)
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            if hi > lo:
+                yield _encoded(pdf.iloc[lo:hi].reset_index(drop=True), variables, space), int(hi - lo), b
+
+
+def _encoded(pdf: pd.DataFrame, variables, space: Space | None) -> Block:
+    block = encode_block(pdf, variables)
+    if space is not None:
+        block.summary = summarize(block.C, space)
+    return block
 
 
 def pair_distances(left: DataFrame, right: DataFrame, variables: Sequence[Variable], ranges: np.ndarray) -> DataFrame:
@@ -368,10 +547,14 @@ NEAREST = Fold(
            ("key", int(NO_KEY), "long")),
     step=_nearest_step,
     merge=merge_states,
+    # the second distance so far, or that of the first job (sample block): both at least the final one
+    reach=lambda pdf: np.minimum(pdf["d2"].to_numpy(), pdf[REACH].to_numpy()),
+    first_reach=lambda: F.col("d2"),
 )
 WITHIN = Fold(
     state=(("le", 0, "long"), ("lt", 0, "long"), ("key", int(NO_KEY), "long"), ("cid", -1, "long")),
     step=_within_step,
     merge=merge_within,
+    reach=lambda pdf: pdf["radius"].to_numpy(dtype=np.float64),
     carry=("radius",),
 )

@@ -230,3 +230,63 @@ def _concat(parts: list[State]) -> State:
     if len(parts) == 1:
         return parts[0]
     return State(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("d1", "d2", "n1", "cid", "key")))
+
+
+# ---------------------------------------------------------------- block summaries
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a lower bound on the distance to any row of a block needs: per variable,
+    whether a null occurs and, for numeric ones, the min and max of the values
+    (NaN when every value is null)."""
+
+    nulls: np.ndarray  # bool
+    lo: np.ndarray  # float64
+    hi: np.ndarray  # float64
+
+
+def summarize(C: np.ndarray, space: Space) -> Summary:
+    """The summary of the encoded rows ``C`` (at least one row)."""
+    nan = np.isnan(C)
+    lo = np.full(space.n_vars, np.nan)
+    hi = np.full(space.n_vars, np.nan)
+    for v in range(space.n_vars):
+        vals = C[~nan[:, v], v]
+        if not space.is_cat[v] and vals.size:
+            lo[v], hi[v] = vals.min(), vals.max()
+    return Summary(nulls=nan.any(axis=0), lo=lo, hi=hi)
+
+
+def lower_bounds(Q: np.ndarray, s: Summary, space: Space) -> np.ndarray:
+    """For each query, a distance no row of the summarized block is below, in floating point.
+
+    ``Q`` is encoded against the block (``-1``: a category the block lacks).
+    Per variable the bound takes the least term any row can give: 0 or 1 for a
+    category and for nulls, the gap to ``[lo, hi]`` over the range for a
+    number. A float difference is monotone in each operand, so ``fl(lo - x)``
+    is at most ``fl(y - x)`` for every ``y >= lo``, and likewise the division,
+    the sum in the order of V and the division by |V|: the bound is at most
+    the distance ``gower_block`` computes, bit for bit.
+    """
+    nq = Q.shape[0]
+    total = np.zeros(nq)
+    for v in range(space.n_vars):
+        q = Q[:, v]
+        qn = np.isnan(q)
+        if space.is_cat[v]:
+            term = (q < 0).astype(np.float64)  # a category no row has (NaN < 0 is False)
+        elif np.isnan(s.lo[v]):
+            term = np.ones(nq)  # every row null here: a number differs from each
+        else:
+            r = space.ranges[v]
+            if r > 0:
+                with np.errstate(invalid="ignore"):
+                    gap = np.where(q < s.lo[v], s.lo[v] - q, np.where(q > s.hi[v], q - s.hi[v], 0.0)) / r
+            else:
+                gap = np.zeros(nq)
+            term = np.minimum(gap, 1.0) if s.nulls[v] else gap
+        # a null query: 0 where a row is null too, else 1
+        term = np.where(qn, 0.0 if s.nulls[v] else 1.0, term)
+        total = total + term
+    return total / space.n_vars
