@@ -113,6 +113,18 @@ def test_an_empty_sample_block(spark, frames, expected, monkeypatch, caplog):
     assert 0 < visits <= full
 
 
+def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypatch):
+    """A blocking that lost a candidate would give a wrong result: the search refuses to return one."""
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    real = S._by_locality
+    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n: real(c, variables, n).withColumn(
+        "__am_block", S.F.when(S.F.col(ID) == 3, S.F.lit(n)).otherwise(S.F.col("__am_block"))))
+    with pytest.raises(RuntimeError, match=f"blocks held {N - 1} candidates of {N}"):
+        run_search(spark, O, A, 0, 2, block_size=20)
+
+
 def test_default_repartitioning_of_the_queries(spark, frames, expected, monkeypatch):
     """query_partitions null: with enough queries per partition they are repartitioned into
     spark.sql.shuffle.partitions (4 in the suite); the states are the same."""

@@ -314,8 +314,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     else:
         c = c.withColumn("__am_block", F.lit(0))
 
-    initial = q.select("*", *[F.lit(v).cast(t).alias(c) for c, v, t in fold.state],
-                       F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
+    fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
+    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
     remote = is_connect(queries)
     cap = closure_cap(queries.sparkSession) if remote else None
     t0 = time.perf_counter()
@@ -339,8 +339,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
                 first, rows, v = _materialize(state, remote)
                 cached.append(first)
                 chains.append(first.select(ID, *fold.columns))
-                initial = first.select(*q.columns, *[F.lit(v).cast(t).alias(c) for c, v, t in fold.state],
-                                       fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS))
+                initial = first.select(*q.columns, *fresh, fold.first_reach().alias(REACH),
+                                       F.lit(0).cast("long").alias(VISITS))
             elif local:
                 chain, rows, v = _materialize(state.select(ID, VISITS, *fold.columns), remote)
                 cached.append(chain)
@@ -366,6 +366,10 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
             c.unpersist()
     if not chains:
         raise ValueError(f"search {name}: no candidates")
+    if done != n_candidates:
+        # every candidate must be in exactly one block: a result from fewer would be wrong
+        raise RuntimeError(f"search {name}: the blocks held {done} candidates of {n_candidates}; "
+                           "this is a bug, please report it with the log")
     if len(chains) == 1 and not local:
         return chains[0]
     log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
@@ -400,7 +404,10 @@ def _by_locality(c: DataFrame, variables, n_blocks: int) -> DataFrame:
     hashed = F.xxhash64(F.col(ID))
     keys = [*cats, *nums, hashed]
     return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
-        "__am_block", F.when(_in_sample(hashed, n_blocks), F.lit(0)).otherwise(F.spark_partition_id() + 1))
+        # (Spark may make fewer ranges than asked, never more; the least() keeps every id
+        # among the blocks whatever it makes)
+        "__am_block", F.when(_in_sample(hashed, n_blocks), F.lit(0))
+        .otherwise(F.least(F.spark_partition_id() + 1, F.lit(n_blocks - 1))))
 
 
 def _in_sample(hashed, n_blocks: int):
