@@ -422,7 +422,8 @@ def is_connect(df: DataFrame) -> bool:
 
 def _materialize(df: DataFrame, remote: bool) -> tuple[DataFrame, int, int]:
     """``df`` computed once and kept on the executors, its number of rows, and
-    the sum of its ``VISITS`` column (0 without one), from one job.
+    the sum of its ``VISITS`` column (0 without one): one job on classic Spark
+    (the aggregate fills the cache), two under Spark Connect.
 
     Classic Spark: cached, so a lost executor's part is recomputed from the
     plan. Spark Connect: a local checkpoint. A Connect plan travels whole with
