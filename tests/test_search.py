@@ -97,6 +97,12 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog):
         assert run_search(spark, O, A, 1, 3, block_size=12) == want
     visits, full = _visits(caplog)
     assert full >= N * 2 and visits < full
+    # the later jobs read only the queries the first job marked for their blocks
+    import re
+
+    line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
+    read, rows = map(int, re.search(r"read (\d+) of (\d+) query rows", line).groups())
+    assert 0 < read < rows
 
 
 def test_an_empty_sample_block(spark, frames, expected, monkeypatch, caplog):
@@ -185,3 +191,63 @@ def test_closure_cap_follows_the_servers_message_limit(value, limit):
     import avatar_metrics.engine.search as S
 
     assert S.closure_cap(_Session(value)) == int(limit * S.CLOSURE_SHARE / S.CHAIN)
+
+
+@pytest.mark.parametrize("max_levels", [20_000, 1])
+def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, max_levels):
+    """The first job's marks (``Need.bits``, from summaries Spark computes over blocks cut as the
+    engine cuts them): a query is marked for every block holding a candidate at or within its
+    reach, with nulls, constant variables, categories a block lacks, and (max_levels 1) the
+    categoricals left out of the summaries; and some blocks are left unmarked."""
+    import avatar_metrics.engine.search as S
+    from avatar_metrics.kernels.gower import Space
+
+    O, A = frames
+    monkeypatch.setattr(S, "MAX_LEVELS", max_levels)
+    cfg = as_config({"row_key": "rid"})
+    inputs = prepare_inputs(to_spark(spark, O.assign(rid=np.arange(len(O))), 2),
+                            to_spark(spark, A.assign(rid=np.arange(len(A))), 3), None, cfg)
+    try:
+        names = list(KINDS)
+        variables = [Variable(v, KINDS[v]) for v in names]
+        ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
+        space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
+        c = S._by_locality(S._select(inputs.avatars, variables), variables, 6).cache()
+        need = S._need(c, variables, 6)
+        blocks = c.select(ID, "__am_block").toPandas().set_index(ID)["__am_block"]
+        queries = S._select(inputs.originals, variables).toPandas()
+        c.unpersist()
+    finally:
+        release(inputs)
+    refr = {v: ref.column_range([O, A], v) for v in names if KINDS[v] == "numeric"}
+    orecs, arecs = O.to_dict("records"), A.to_dict("records")
+    D = np.array([[ref.gower(orecs[int(i)], a, names, KINDS, refr) for a in arecs] for i in queries[ID]])
+    rng = np.random.default_rng(max_levels)
+    reach = np.sort(D, axis=1)[np.arange(len(D)), rng.integers(0, len(A) // 3, len(D))]  # a distance: ties at it
+    bits = need.bits(queries, variables, reach, space)
+    marked = (bits[:, [b // S.NEED_BITS for b in range(6)]] >> np.array([b % S.NEED_BITS for b in range(6)])) & 1
+    of = blocks.loc[np.arange(len(A))].to_numpy()
+    within = D <= reach[:, None]
+    assert within.sum() > len(D)
+    assert all(marked[i, of[j]] for i, j in zip(*np.nonzero(within)))
+    assert (marked == 0).sum() > 0
+
+
+def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
+    """Marks from a summary that does not cover its block could skip a candidate that matters:
+    the search stops instead."""
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    real = S._need
+
+    def narrow(c, variables, n):
+        need = real(c, variables, n)
+        for s in need.summaries:
+            s.nulls[:] = False
+            s.hi[:] = s.lo - 1.0
+        return need
+
+    monkeypatch.setattr(S, "_need", narrow)
+    with pytest.raises(RuntimeError, match="summary does not cover"):
+        run_search(spark, O, A, 0, 2, block_size=12)

@@ -21,9 +21,13 @@ distance from a query to any of its records follows, safe in floating point
 the second distance it gives a query bounds its final one from above, so a
 later block whose lower bound exceeds that (or the query's second distance
 so far) cannot change the query's result and the query skips it; a count
-within a radius skips a block beyond its radius. The result is the same
-whatever the blocking; only the work changes, and the log says how many
-(query, block) visits were made of the full scan's.
+within a radius skips a block beyond its radius. The first job also marks,
+per query, the blocks it must search later (``Need``: the summaries of every
+block, computed by Spark before any block is fetched), and each later job
+reads only the queries marked for its blocks: a query costs nothing in the
+passes it skips. The result is the same whatever the blocking; only the work
+changes, and the log says how many (query, block) visits were made of the
+full scan's, and how many query rows the later jobs read.
 
 Two searches share this machinery, each a ``Fold``: ``nearest`` carries the
 top-2 state; ``within`` carries counts of the candidates within a per-query
@@ -205,12 +209,15 @@ def _index_of(block: Block, space: Space) -> CandidateIndex:
     return _LAST_INDEX["index"]
 
 
-def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema, fold: Fold) -> DataFrame:
+def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema, fold: Fold,
+          need: Need | None = None) -> DataFrame:
     """One pass: fold a block of candidates into the state carried by the queries.
 
     With a block summary, only the queries whose reach the block's lower bound
     does not exceed search it (``VISITS`` counts them); the block cannot change
-    the others' results, so skipping it is exact.
+    the others' results, so skipping it is exact. With ``need`` (the first
+    job), each query's reach after the block marks the blocks it must search
+    later (``Need.bits``).
     """
     def run(batches):
         for pdf in _rechunk(batches, QUERY_CHUNK):
@@ -223,11 +230,15 @@ def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, 
             if keep.all():
                 fold.step(_index_of(block, space), Q, qids, salt, pdf)
             elif keep.any():
-                sub = pdf.loc[keep].reset_index(drop=True)
+                # only what the fold reads and writes, not the variables
+                sub = pdf.loc[keep, [*fold.columns, *fold.carry]].reset_index(drop=True)
                 fold.step(_index_of(block, space), Q[keep], qids[keep], salt, sub)
                 for c in fold.columns:
                     pdf.loc[keep, c] = sub[c].to_numpy()
             pdf[VISITS] = pdf[VISITS].to_numpy() + keep
+            if need is not None:
+                for k, word in enumerate(need.bits(pdf, variables, fold.reach(pdf), space).T):
+                    pdf[need_column(k)] = word
             yield pdf
 
     return queries.mapInPandas(run, schema)
@@ -315,11 +326,13 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
         c = c.withColumn("__am_block", F.lit(0))
 
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
-    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
+    need = _need(c, variables, n_blocks) if local else None
+    marks = [F.lit(0).cast("long").alias(need_column(k)) for k in range(need.words)] if local else []
+    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS), *marks)
     remote = is_connect(queries)
     cap = closure_cap(queries.sparkSession) if remote else None
     t0 = time.perf_counter()
-    done = pieces_done = visits = rows = 0
+    done = pieces_done = visits = rows = read = 0
     chains: list[DataFrame] = []
     cached: list[DataFrame] = []
     pieces = _blocks(c, n_blocks, variables, space if local else None, cap, name)
@@ -329,8 +342,16 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
             # blocks by locality the first job folds the sample block alone, and the
             # second distance it gives each query bounds what later blocks must beat
             state, last, schema, pieces_before = initial, None, initial.schema, pieces_done
-            for block, n_rows, last in itertools.islice(pieces, 1 if local and not chains else CHAIN):
-                state = _pass(state, block, variables, space, salt, schema, fold)
+            batch = list(itertools.islice(pieces, 1 if local and not chains else CHAIN))
+            if chains and local:
+                # later jobs: only the queries the first job marked for one of these blocks
+                # (the passes check each query's bound again, against its reach so far)
+                state = state.filter(need.wanted(sorted({b for _, _, b in batch})))
+            for block, n_rows, last in batch:
+                if local:
+                    need.check(last, block)
+                state = _pass(state, block, variables, space, salt, schema, fold,
+                              need if local and not chains else None)
                 done += n_rows
                 pieces_done += 1
             if last is None:
@@ -340,9 +361,10 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
                 cached.append(first)
                 chains.append(first.select(ID, *fold.columns))
                 initial = first.select(*q.columns, *fresh, fold.first_reach().alias(REACH),
-                                       F.lit(0).cast("long").alias(VISITS))
+                                       F.lit(0).cast("long").alias(VISITS), *need.columns)
             elif local:
-                chain, rows, v = _materialize(state.select(ID, VISITS, *fold.columns), remote)
+                chain, marked, v = _materialize(state.select(ID, VISITS, *fold.columns), remote)
+                read += marked
                 cached.append(chain)
                 chains.append(chain.select(ID, *fold.columns))
             else:  # no summaries: every query searches every piece
@@ -374,6 +396,10 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
         return chains[0]
     log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
              name, visits, rows * pieces_done, 100.0 * visits / max(1, rows * pieces_done), n_blocks, rows)
+    if local:
+        later = rows * (len(chains) - 1)
+        log.info("search %s: the later jobs read %d of %d query rows (%.0f%%)",
+                 name, read, later, 100.0 * read / max(1, later))
     union = chains[0]
     for other in chains[1:]:
         union = union.unionByName(other)
@@ -413,6 +439,141 @@ def _by_locality(c: DataFrame, variables, n_blocks: int) -> DataFrame:
 def _in_sample(hashed, n_blocks: int):
     """Whether a candidate goes to the sample block (tests empty it)."""
     return F.pmod(hashed, F.lit(n_blocks)) == 0
+
+
+# The blocks each query must search after the first job, as bits of long columns
+NEED = "__am_need"
+NEED_BITS = 62
+# A block's categorical of more values than this has no value list in its summary (no bound
+# from it); nor has one whose values over all blocks are more than MAX_UNION
+MAX_LEVELS = 20_000
+MAX_UNION = 200_000
+
+
+def need_column(k: int) -> str:
+    return f"{NEED}{k}"
+
+
+@dataclass
+class Need:
+    """What the first job needs to mark, for each query, the blocks it must search later.
+
+    Per block: its summary and, per categorical, the values it holds (``None``:
+    not recorded, any value may occur), computed by Spark over every block
+    before any is fetched (``_need``). A query must search block b when b's
+    lower bound does not exceed its reach after the first job; the later jobs
+    read only the queries marked for their blocks, so a query's unneeded
+    blocks cost it nothing, not even a pass. Each block fetched is checked
+    against its summary (``check``): a mark from a summary that did not cover
+    the block could drop a candidate that matters.
+    """
+
+    blocks: list[int]
+    summaries: list[Summary]
+    values: list[list]  # per block, per variable: a list of values, or None
+    unions: list  # per variable: pd.Index of every recorded value, or None
+    present: list[list]  # per block, per variable: bool over the union and a last False, or None
+    words: int
+
+    @property
+    def columns(self) -> list[str]:
+        return [need_column(k) for k in range(self.words)]
+
+    def bits(self, pdf: pd.DataFrame, variables, reach: np.ndarray, space: Space) -> np.ndarray:
+        """Per query, the bits of the blocks whose lower bound does not exceed ``reach``."""
+        n = len(pdf)
+        out = np.zeros((n, self.words), dtype=np.int64)
+        base = np.empty((n, len(variables)))
+        codes = {}
+        for i, v in enumerate(variables):
+            col = pdf[f"v{i}"]
+            if v.kind == "numeric":
+                base[:, i] = col.to_numpy(dtype="float64", na_value=np.nan)
+            else:
+                # 0: a value the block may hold; -1 (below): one it lacks; NaN: null
+                base[:, i] = np.where(col.isna().to_numpy(), np.nan, 0.0)
+                if self.unions[i] is not None:
+                    codes[i] = self.unions[i].get_indexer(col)  # -1: in no block's list
+        for j, b in enumerate(self.blocks):
+            Q = base
+            for i, g in codes.items():
+                held = self.present[j][i]
+                if held is not None:
+                    Q = Q.copy() if Q is base else Q
+                    Q[:, i] = np.where(held[g] | np.isnan(base[:, i]), base[:, i], -1.0)  # a null stays NaN
+            keep = ~(lower_bounds(Q, self.summaries[j], space) > reach)
+            out[:, b // NEED_BITS] |= keep.astype(np.int64) << np.int64(b % NEED_BITS)
+        return out
+
+    def wanted(self, blocks):
+        """The queries marked for any of ``blocks``."""
+        cond = F.lit(False)
+        for b in blocks:
+            mark = F.col(need_column(b // NEED_BITS)).bitwiseAND(F.lit(1 << (b % NEED_BITS)).cast("long"))
+            cond = cond | (mark != 0)
+        return cond
+
+    def check(self, b: int, block: Block) -> None:
+        """Stop when the fetched block (or slice) ``b`` holds what its summary does not."""
+        j = self.blocks.index(b) if b in self.blocks else None
+        ok = j is not None
+        if ok:
+            s, mine = self.summaries[j], block.summary
+            ok = not (mine.nulls & ~s.nulls).any()
+            for i, values in enumerate(self.values[j]):
+                if block.uniques[i] is not None:
+                    ok = ok and (values is None or bool(block.uniques[i].isin(values).all()))
+                elif not np.isnan(mine.lo[i]):
+                    ok = ok and bool(s.lo[i] <= mine.lo[i]) and bool(mine.hi[i] <= s.hi[i])
+        if not ok:
+            raise RuntimeError(f"search: block {b} holds candidates its summary does not cover; "
+                               "this is a bug, please report it with the log")
+
+
+def _need(c: DataFrame, variables, n_blocks: int) -> Need:
+    """Every block's summary and categorical values, in one Spark job over the candidates."""
+    aggs = []
+    for i, v in enumerate(variables):
+        x = F.col(f"v{i}")
+        if v.kind == "numeric":
+            value = F.when(~F.isnan(x), x)
+            aggs += [F.max((x.isNull() | F.isnan(x)).cast("int")).alias(f"n{i}"),
+                     F.min(value).alias(f"lo{i}"), F.max(value).alias(f"hi{i}")]
+        else:
+            aggs += [F.max(x.isNull().cast("int")).alias(f"n{i}"),
+                     F.slice(F.collect_set(x), 1, MAX_LEVELS + 1).alias(f"s{i}")]
+    rows = sorted(c.groupBy("__am_block").agg(*aggs).collect(), key=lambda r: r["__am_block"])
+    nv = len(variables)
+    blocks, summaries, values = [], [], []
+    for r in rows:
+        b = int(r["__am_block"])
+        if not 0 <= b < n_blocks:
+            continue  # never fetched: the search's count of candidates stops it
+        lo, hi, vals = np.full(nv, np.nan), np.full(nv, np.nan), []
+        for i, v in enumerate(variables):
+            if v.kind == "numeric":
+                vals.append(None)
+                if r[f"lo{i}"] is not None:
+                    lo[i], hi[i] = float(r[f"lo{i}"]), float(r[f"hi{i}"])
+            else:
+                held = r[f"s{i}"]
+                vals.append(None if len(held) > MAX_LEVELS else list(held))
+        blocks.append(b)
+        summaries.append(Summary(nulls=np.array([bool(r[f"n{i}"]) for i in range(nv)]), lo=lo, hi=hi))
+        values.append(vals)
+    unions = []
+    for i in range(nv):
+        lists = [vals[i] for vals in values if vals[i] is not None]
+        union = pd.Index(list(dict.fromkeys(itertools.chain.from_iterable(lists))), dtype=object) if lists else None
+        if union is not None and len(union) > MAX_UNION:
+            union = None
+            for vals in values:
+                vals[i] = None
+        unions.append(union)
+    present = [[None if vals[i] is None or unions[i] is None else np.append(unions[i].isin(vals[i]), False)
+                for i in range(nv)] for vals in values]
+    return Need(blocks=blocks, summaries=summaries, values=values, unions=unions, present=present,
+                words=max(1, math.ceil(n_blocks / NEED_BITS)))
 
 
 def is_connect(df: DataFrame) -> bool:
