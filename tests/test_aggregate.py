@@ -123,3 +123,43 @@ def test_histograms_of_count_like_numpy(spark):
     want = np.zeros((4, 5), int)
     np.add.at(want, (bins(x[both], 4), bins(y[both], 5)), 1)
     assert got["xy"] == want.tolist()
+
+
+@pytest.mark.parametrize("buckets,collect,rounds", [(4096, 100_000, 8), (2, 3, 8), (3, 1, 8), (2, 1, 2)])
+def test_percentiles_by_counting_every_path(spark, monkeypatch, buckets, collect, rounds):
+    """Ties, one far outlier (every value but it in one bucket), negatives, a constant column and
+    integers; with few buckets and small collections each element takes several rounds of cuts,
+    and with two rounds only some are left to percentile_disc.
+    A column with NaN takes percentile_disc (NaN sorts last): the same as before."""
+    import numpy as np
+    import pandas as pd
+
+    import avatar_metrics.engine.aggregate as A
+    import reference as ref
+
+    monkeypatch.setattr(A, "BUCKETS", buckets)
+    monkeypatch.setattr(A, "COLLECT", collect)
+    monkeypatch.setattr(A, "ROUNDS", rounds)  # 2: some elements are left to percentile_disc
+    late = []
+    real = A._disc
+    monkeypatch.setattr(A, "_disc", lambda df, plan: late.append(sorted(plan)) or real(df, plan))
+    rng = np.random.default_rng(buckets)
+    n = 61
+    cols = {
+        "ties": rng.integers(0, 4, n) / 3,
+        "outlier": np.where(np.arange(n) == 7, 1e300, rng.random(n) * 1e-6 - 5e-7),
+        "const": np.full(n, -0.125),
+        "counts": rng.integers(0, 20, n).astype(float),
+        "nulls": np.where(rng.random(n) < 0.5, None, rng.random(n)),
+    }
+    df = spark.createDataFrame(pd.DataFrame(cols).astype({"nulls": "float64"})).repartition(3)
+    qs = [0, 5, 37.5, 50, 95, 100]
+    got = A.percentiles_of(df, {c: qs for c in cols})
+    for c, x in cols.items():
+        x = np.asarray(x, dtype=float)
+        x = x[~np.isnan(x)]
+        assert got[c] == ([ref.midpoint(x, q) for q in qs], len(x)), c
+    assert bool(late) == (rounds == 2)
+    nan = spark.createDataFrame([(0.5,), (float("nan"),), (0.25,), (1.0,)], "x double")
+    (lo, mid, hi), m = A.percentiles_of(nan, {"x": [0, 50, 100]})["x"]
+    assert (lo, mid, m) == (0.25, 0.75, 4) and math.isnan(hi)

@@ -120,35 +120,134 @@ def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | N
     return percentiles_of(df, {column: qs})[column]
 
 
-def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict[str, tuple[list[float | None], int]]:
-    """``midpoint_percentiles`` of several columns in two Spark actions: the counts, then every element.
+# Buckets per column and round of ``percentiles_of``; a bucket of more values than
+# COLLECT that holds the element sought is cut again rather than collected
+BUCKETS = 4096
+COLLECT = 100_000
+ROUNDS = 8
 
-    Null values are left out (``count`` and ``percentile_disc`` skip them).
+
+def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict[str, tuple[list[float | None], int]]:
+    """``midpoint_percentiles`` of several columns, each element found by counting, not sorting.
+
+    Null values are left out. The first action counts each column's values and
+    takes their min and max; then, per round, one action counts the values of
+    the ranges still sought in equal-width buckets (monotone in the value, so
+    each bucket is the range [its min, its max]), and the element of rank k
+    lies in the bucket where the counts pass k. A bucket of one value gives it;
+    one of at most ``COLLECT`` values sends them, with their counts, to the
+    driver, which ranks them; a larger one is cut again in the next round.
+    Spark's ``percentile_disc`` keeps every value of a column in one task's
+    memory; this reads the table a few times and keeps counts. Columns with
+    NaN or infinite values take ``percentile_disc`` (its order: NaN last), and
+    so do the elements not found in ``ROUNDS`` rounds (values spread over
+    many orders of magnitude).
     """
     names = list(wanted)
-    counts = df.agg(*[F.count(col(c)).alias(f"m{i}") for i, c in enumerate(names)]).collect()[0]
-    exprs, plan = [], {}
+    first = df.agg(*[a for i, c in enumerate(names) for a in (
+        F.count(col(c)).alias(f"m{i}"), F.min(col(c)).alias(f"lo{i}"), F.max(col(c)).alias(f"hi{i}"),
+        F.count(F.when(F.isnan(col(c).cast("double")), 1)).alias(f"nan{i}"))]).collect()[0]
+    plan, sought, slow = {}, {}, []
     for i, c in enumerate(names):
-        m = int(counts[f"m{i}"])
+        m = int(first[f"m{i}"])
         pairs = []
         for q in wanted[c]:
             h = (m - 1) * q / 100
             pairs.append((math.floor(h), math.ceil(h)))
-        ks = sorted({k for pair in pairs for k in pair}) if m else []
-        name = "`" + c.replace("`", "``") + "`"
-        for k in ks:
-            exprs.append(F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY {name})")
-                         .alias(f"p{i}_{k}"))
         plan[c] = (i, m, pairs)
-    row = df.agg(*exprs).collect()[0] if exprs else None
+        if not m:
+            continue
+        lo, hi = float(first[f"lo{i}"]), float(first[f"hi{i}"])
+        if first[f"nan{i}"] or not (math.isfinite(lo) and math.isfinite(hi)):
+            slow.append(c)
+            continue
+        for k in {k for pair in pairs for k in pair}:
+            sought[(c, k)] = (lo, hi, k)  # the element of rank k among the values in [lo, hi]
+    found = _disc(df, {c: plan[c] for c in slow}) if slow else {}
+    for _ in range(ROUNDS):
+        if not sought:
+            break
+        found.update(_bucket_round(df, names, sought))
+    if sought:  # values spread over many scales (each round narrows by BUCKETS): percentile_disc
+        late = {c for c, _ in sought}
+        found.update({key: v for key, v in _disc(df, {c: plan[c] for c in late}).items() if key in sought})
     out = {}
     for c, (i, m, pairs) in plan.items():
-        if m == 0:
-            out[c] = ([None for _ in pairs], 0)
-            continue
-        at = lambda k: float(row[f"p{i}_{k}"])  # noqa: E731
-        out[c] = ([(at(lo) + at(hi)) / 2 for lo, hi in pairs], m)
+        out[c] = ([(found[(c, lo)] + found[(c, hi)]) / 2 for lo, hi in pairs] if m else [None for _ in pairs], m)
     return out
+
+
+def _bucket_round(df: DataFrame, names: list[str], sought: dict) -> dict:
+    """One round of ``percentiles_of``: finds what it can of ``sought`` and narrows the rest in place."""
+    ranges = sorted({(key[0], lo, hi) for key, (lo, hi, _) in sought.items()})
+    tagged = []
+    for r, (c, lo, hi) in enumerate(ranges):
+        x = col(c).cast("double")
+        width = hi / BUCKETS - lo / BUCKETS if hi > lo else 1.0  # finite; hi - lo may overflow
+        width = width if width > 0 else hi - lo
+        # monotone in x: a difference, a division by a positive number, a clamp and floor all are
+        b = F.floor(F.least((x - F.lit(lo)) / F.lit(width), F.lit(float(BUCKETS - 1)))).cast("int")
+        tagged.append(F.when(x.between(lo, hi), F.struct(F.lit(r).alias("r"), b.alias("b"), x.alias("x"))))
+    cells = (df.select(F.explode(F.filter(F.array(*tagged), lambda t: t.isNotNull())).alias("t"))
+             .groupBy(F.col("t.r").alias("r"), F.col("t.b").alias("b"))
+             .agg(F.count(F.lit(1)).alias("n"), F.min("t.x").alias("lo"), F.max("t.x").alias("hi"))
+             .collect())
+    per = {}
+    for row in cells:
+        per.setdefault(row["r"], []).append((row["b"], row["n"], row["lo"], row["hi"]))
+    found, collect = {}, {}
+    for key, (lo, hi, k) in list(sought.items()):
+        r = ranges.index((key[0], lo, hi))
+        before = 0
+        for _, n, blo, bhi in sorted(per.get(r, [])):
+            if before + n > k:
+                break
+            before += n
+        else:
+            raise RuntimeError(f"percentiles: rank {k} is past the {before} values of {key[0]}")
+        if blo == bhi:
+            found[key] = float(blo)
+            del sought[key]
+        elif n <= COLLECT:
+            collect.setdefault((key[0], float(blo), float(bhi)), []).append((key, k - before))
+            del sought[key]
+        else:
+            sought[key] = (float(blo), float(bhi), k - before)
+    if collect:
+        parts = list(collect)
+        tagged = [F.when(col(c).cast("double").between(lo, hi), F.struct(F.lit(j).alias("j"), col(c).cast("double").alias("x")))
+                  for j, (c, lo, hi) in enumerate(parts)]
+        rows = (df.select(F.explode(F.filter(F.array(*tagged), lambda t: t.isNotNull())).alias("t"))
+                .groupBy(F.col("t.j").alias("j"), F.col("t.x").alias("x")).agg(F.count(F.lit(1)).alias("n"))
+                .collect())
+        values = {}
+        for row in rows:
+            values.setdefault(row["j"], []).append((float(row["x"]), int(row["n"])))
+        for j, part in enumerate(parts):
+            ordered = sorted(values.get(j, []))
+            for key, rank in collect[part]:
+                seen = 0
+                for x, n in ordered:
+                    seen += n
+                    if seen > rank:
+                        found[key] = x
+                        break
+                else:
+                    raise RuntimeError(f"percentiles: rank {rank} is past the values of {key[0]} in [{part[1]}, {part[2]}]")
+    return found
+
+
+def _disc(df: DataFrame, plan: dict) -> dict:
+    """Elements by ``percentile_disc`` (NaN sorts last): {(column, k): value}."""
+    exprs = []
+    for c, (i, m, pairs) in plan.items():
+        name = "`" + c.replace("`", "``") + "`"
+        for k in sorted({k for pair in pairs for k in pair}):
+            exprs.append(F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY {name})")
+                         .alias(f"p{i}_{k}"))
+    row = df.agg(*exprs).collect()[0]
+    return {(c, k): float(row[f"p{i}_{k}"]) for c, (i, m, pairs) in plan.items()
+            for k in {k for pair in pairs for k in pair}}
 
 
 def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, int]:
