@@ -137,8 +137,8 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict
     lies in the bucket where the counts pass k. A bucket of one value gives it;
     one of at most ``COLLECT`` values sends them, with their counts, to the
     driver, which ranks them; a larger one is cut again in the next round.
-    Spark's ``percentile_disc`` keeps every value of a column in one task's
-    memory; this reads the table a few times and keeps counts. Columns with
+    Spark's ``percentile_disc`` brings every distinct value of a column, with
+    its count, to one task; this reads the table a few times and keeps counts. Columns with
     NaN or infinite values take ``percentile_disc`` (its order: NaN last), and
     so do the elements not found in ``ROUNDS`` rounds (values spread over
     many orders of magnitude).
