@@ -161,13 +161,13 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict
         if first[f"nan{i}"] or not (math.isfinite(lo) and math.isfinite(hi)):
             slow.append(c)
             continue
-        for k in {k for pair in pairs for k in pair}:
+        for k in _ranks(pairs):
             sought[(c, k)] = (lo, hi, k)  # the element of rank k among the values in [lo, hi]
     found = _disc(df, {c: plan[c] for c in slow}) if slow else {}
     for _ in range(ROUNDS):
         if not sought:
             break
-        found.update(_bucket_round(df, names, sought))
+        found.update(_bucket_round(df, sought))
     if sought:  # values spread over many scales (each round narrows by BUCKETS): percentile_disc
         late = {c for c, _ in sought}
         found.update({key: v for key, v in _disc(df, {c: plan[c] for c in late}).items() if key in sought})
@@ -177,9 +177,20 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict
     return out
 
 
-def _bucket_round(df: DataFrame, names: list[str], sought: dict) -> dict:
+def _ranks(pairs) -> list[int]:
+    """The ranks whose elements the midpoint pairs need, each once."""
+    return sorted({k for pair in pairs for k in pair})
+
+
+def _tagged(df: DataFrame, tagged: list) -> DataFrame:
+    """One row ``t`` per non-null struct of ``tagged`` per record (a record may be in several ranges)."""
+    return df.select(F.explode(F.filter(F.array(*tagged), lambda t: t.isNotNull())).alias("t"))
+
+
+def _bucket_round(df: DataFrame, sought: dict) -> dict:
     """One round of ``percentiles_of``: finds what it can of ``sought`` and narrows the rest in place."""
     ranges = sorted({(key[0], lo, hi) for key, (lo, hi, _) in sought.items()})
+    number = {rng: r for r, rng in enumerate(ranges)}
     tagged = []
     for r, (c, lo, hi) in enumerate(ranges):
         x = col(c).cast("double")
@@ -188,7 +199,7 @@ def _bucket_round(df: DataFrame, names: list[str], sought: dict) -> dict:
         # monotone in x: a difference, a division by a positive number, a clamp and floor all are
         b = F.floor(F.least((x - F.lit(lo)) / F.lit(width), F.lit(float(BUCKETS - 1)))).cast("int")
         tagged.append(F.when(x.between(lo, hi), F.struct(F.lit(r).alias("r"), b.alias("b"), x.alias("x"))))
-    cells = (df.select(F.explode(F.filter(F.array(*tagged), lambda t: t.isNotNull())).alias("t"))
+    cells = (_tagged(df, tagged)
              .groupBy(F.col("t.r").alias("r"), F.col("t.b").alias("b"))
              .agg(F.count(F.lit(1)).alias("n"), F.min("t.x").alias("lo"), F.max("t.x").alias("hi"))
              .collect())
@@ -197,7 +208,7 @@ def _bucket_round(df: DataFrame, names: list[str], sought: dict) -> dict:
         per.setdefault(row["r"], []).append((row["b"], row["n"], row["lo"], row["hi"]))
     found, collect = {}, {}
     for key, (lo, hi, k) in list(sought.items()):
-        r = ranges.index((key[0], lo, hi))
+        r = number[(key[0], lo, hi)]
         before = 0
         for _, n, blo, bhi in sorted(per.get(r, [])):
             if before + n > k:
@@ -217,7 +228,7 @@ def _bucket_round(df: DataFrame, names: list[str], sought: dict) -> dict:
         parts = list(collect)
         tagged = [F.when(col(c).cast("double").between(lo, hi), F.struct(F.lit(j).alias("j"), col(c).cast("double").alias("x")))
                   for j, (c, lo, hi) in enumerate(parts)]
-        rows = (df.select(F.explode(F.filter(F.array(*tagged), lambda t: t.isNotNull())).alias("t"))
+        rows = (_tagged(df, tagged)
                 .groupBy(F.col("t.j").alias("j"), F.col("t.x").alias("x")).agg(F.count(F.lit(1)).alias("n"))
                 .collect())
         values = {}
@@ -242,12 +253,11 @@ def _disc(df: DataFrame, plan: dict) -> dict:
     exprs = []
     for c, (i, m, pairs) in plan.items():
         name = "`" + c.replace("`", "``") + "`"
-        for k in sorted({k for pair in pairs for k in pair}):
+        for k in _ranks(pairs):
             exprs.append(F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY {name})")
                          .alias(f"p{i}_{k}"))
     row = df.agg(*exprs).collect()[0]
-    return {(c, k): float(row[f"p{i}_{k}"]) for c, (i, m, pairs) in plan.items()
-            for k in {k for pair in pairs for k in pair}}
+    return {(c, k): float(row[f"p{i}_{k}"]) for c, (i, m, pairs) in plan.items() for k in _ranks(pairs)}
 
 
 def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, int]:
