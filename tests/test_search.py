@@ -131,6 +131,24 @@ def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypat
         run_search(spark, O, A, 0, 2, block_size=20)
 
 
+@pytest.mark.parametrize("big", [0, 2])
+def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, caplog, big):
+    """A block of more than twice search.block_size candidates (the sample block, or a range one)
+    goes in slices of about block_size, each its own pass: the same states."""
+    import logging
+
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    real = S._by_locality
+    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n: real(c, variables, n).withColumn(
+        "__am_block", S.F.when(S.F.col(ID) < 30, S.F.lit(big)).otherwise(S.F.col("__am_block"))))
+    with caplog.at_level(logging.INFO, logger=S.__name__):
+        assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
+    assert any(f"block {big + 1} holds" in r.getMessage() and "goes in" in r.getMessage() for r in caplog.records)
+    assert any("the driver fetched and encoded" in r.getMessage() for r in caplog.records)
+
+
 def test_default_repartitioning_of_the_queries(spark, frames, expected, monkeypatch):
     """query_partitions null: with enough queries per partition they are repartitioned into
     spark.sql.shuffle.partitions (4 in the suite); the states are the same."""

@@ -335,7 +335,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     done = pieces_done = visits = rows = read = 0
     chains: list[DataFrame] = []
     cached: list[DataFrame] = []
-    pieces = _blocks(c, n_blocks, variables, space if local else None, cap, name)
+    fetch = Fetch()
+    pieces = _blocks(c, n_blocks, variables, space if local else None, cap, name, search.block_size, fetch)
     try:
         while True:
             # one Spark job folds up to CHAIN blocks, pipelined, into the state; with
@@ -396,6 +397,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
         return chains[0]
     log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
              name, visits, rows * pieces_done, 100.0 * visits / max(1, rows * pieces_done), n_blocks, rows)
+    log.info("search %s: the driver fetched and encoded %d blocks in %.1f s of the search's %.1f s",
+             name, fetch.blocks, fetch.seconds, time.perf_counter() - t0)
     if local:
         later = rows * (len(chains) - 1)
         log.info("search %s: the later jobs read %d of %d query rows (%.0f%%)",
@@ -628,32 +631,63 @@ def _closure_bytes(block: Block) -> int:
     return len(pickle.dumps(block, protocol=5))
 
 
-def _blocks(c: DataFrame, n_blocks: int, variables, space: Space | None, cap: int | None, name: str):
+# A block of more than this many times ``search.block_size`` candidates (Spark made
+# fewer ranges than asked, say) goes in slices of about ``block_size``
+MOST_PER_BLOCK = 2
+
+
+@dataclass
+class Fetch:
+    """The driver's fetching of blocks: the seconds it took (``toPandas``, encoding) and how many."""
+
+    seconds: float = 0.0
+    blocks: int = 0
+
+
+def _blocks(c: DataFrame, n_blocks: int, variables, space: Space | None, cap: int | None, name: str,
+            block_size: int, fetch: Fetch):
     """The candidates' blocks in order, each encoded, as (block, rows, block number);
     with ``space``, each carries its summary.
 
-    A block whose closure would exceed ``cap`` bytes goes as several slices of
-    its rows, each its own pass (exact: the passes may cut the candidates in
-    any way).
+    A block of more than ``MOST_PER_BLOCK`` x ``block_size`` rows, or whose
+    closure would exceed ``cap`` bytes, goes as several slices of its rows,
+    each its own pass (exact: the passes may cut the candidates in any way).
+    ``fetch`` adds up the driver's time.
     """
     for b in range(n_blocks):
+        t = time.perf_counter()
         pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
         if len(pdf) == 0:
+            fetch.seconds += time.perf_counter() - t
             continue
+        fetch.blocks += 1
         pdf = pdf.sort_values(ID, kind="stable").reset_index(drop=True)
-        block = _encoded(pdf, variables, space)
-        size = 0 if cap is None else _closure_bytes(block)
-        if cap is None or size <= cap or len(pdf) == 1:
-            yield block, len(pdf), b
-            continue
-        k = min(len(pdf), math.ceil(size / cap) + 1)
-        log.info("search %s: block %d goes in %d slices (%.0f MiB, over the %.0f MiB a Spark Connect plan may carry "
-                 "per block)", name, b + 1, k, size / 2**20, cap / 2**20)
-        del block
+        rows_k = 1 if len(pdf) <= MOST_PER_BLOCK * block_size else math.ceil(len(pdf) / block_size)
+        bytes_k = 1
+        if rows_k == 1 or cap is not None:
+            block = _encoded(pdf, variables, space)
+            size = 0 if cap is None else _closure_bytes(block)
+            if cap is not None and size > cap and len(pdf) > 1:
+                bytes_k = min(len(pdf), math.ceil(size / cap) + 1)
+                log.info("search %s: block %d goes in %d slices (%.0f MiB, over the %.0f MiB a Spark Connect plan "
+                         "may carry per block)", name, b + 1, bytes_k, size / 2**20, cap / 2**20)
+            if rows_k == bytes_k == 1:
+                fetch.seconds += time.perf_counter() - t
+                yield block, len(pdf), b
+                continue
+            del block
+        if rows_k > 1:
+            log.info("search %s: block %d holds %d candidates, more than %d times search.block_size: it goes in %d "
+                     "slices", name, b + 1, len(pdf), MOST_PER_BLOCK, rows_k)
+        k = max(rows_k, bytes_k)
+        fetch.seconds += time.perf_counter() - t
         cuts = np.linspace(0, len(pdf), k + 1).astype(int)
-        for lo, hi in zip(cuts[:-1], cuts[1:]):
+        for lo, hi in itertools.pairwise(cuts):
             if hi > lo:
-                yield _encoded(pdf.iloc[lo:hi].reset_index(drop=True), variables, space), int(hi - lo), b
+                t = time.perf_counter()
+                piece = _encoded(pdf.iloc[lo:hi].reset_index(drop=True), variables, space)
+                fetch.seconds += time.perf_counter() - t
+                yield piece, int(hi - lo), b
 
 
 def _encoded(pdf: pd.DataFrame, variables, space: Space | None) -> Block:
