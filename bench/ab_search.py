@@ -1,0 +1,73 @@
+"""Interleaved A/B of two versions of the search, in one Spark session. Not a test.
+
+    git show 857e35e:avatar_metrics/engine/search.py > avatar_metrics/engine/search_sample.py
+    python bench/ab_search.py --other avatar_metrics.engine.search_sample [--n 1000000] [--rounds 4]
+
+Runs ``nearest`` of the originals against the avatars of the default shape
+(``bench/run.py`` generates the data under bench/data/) with the engine's
+search and with the ``--other`` module's (a copy of the search at another
+commit, importable by the workers: inside the package), on every variable
+(the Closest Rate's search) and on the four known variables (a coarse search,
+full of ties), alternating which goes first from round to round, and prints
+the seconds of each with a check (sums of d1 and n1) that must agree. Whole
+runs of ``bench/run.py`` on this machine vary by 20 % and more over an hour;
+runs side by side in one session compare the searches alone. Delete the
+copied module afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from run import KNOWN, data_for
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--other", required=True, help="module of the other search, e.g. avatar_metrics.engine.search_sample")
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--block-size", type=int, default=250_000)
+    args = ap.parse_args()
+
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
+             .config("spark.sql.shuffle.partitions", "8").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    import avatar_metrics.engine.search as this
+    from avatar_metrics.config import SearchSettings, as_config
+    from avatar_metrics.schema import Variable, prepare_inputs, ranges_of
+
+    other = importlib.import_module(args.other)
+    data = data_for(args.n, ROOT / "bench" / "data")
+    inputs = prepare_inputs(spark.read.parquet(str(data / "originals.parquet")),
+                            spark.read.parquet(str(data / "avatars.parquet")), None, as_config({}))
+    every = [Variable(k, v) for k, v in inputs.variables.items()]
+    searches = {"every": every, "known": [v for v in every if v.name in KNOWN]}
+    settings = SearchSettings(seed=1, block_size=args.block_size, query_partitions=None)
+    print(f"n = {args.n:,}, blocks of {args.block_size:,}; round 0 includes the session's warm-up")
+    for r in range(args.rounds):
+        pair = [("this", this), (args.other, other)]
+        for label, mod in pair if r % 2 == 0 else pair[::-1]:
+            for what, variables in searches.items():
+                ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
+                t = time.perf_counter()
+                res = mod.nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"ab/{what}",
+                                  search=settings, n_candidates=inputs.n_avatars, n_queries=inputs.n_originals)
+                row = res.selectExpr("sum(d1)", "sum(n1)").first()
+                seconds = time.perf_counter() - t
+                res.unpersist()
+                print(f"round {r}  {label:<40} {what:<6} {seconds:7.1f} s   check {row[0]:.6f} {row[1]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
