@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
-
 import reference as ref
+from conftest import to_spark
+from pyspark.errors import PythonException
+
 from avatar_metrics.config import SearchSettings, as_config
 from avatar_metrics.engine.search import nearest
-from avatar_metrics.schema import Variable, ranges_of
 from avatar_metrics.io import ID
-from avatar_metrics.schema import prepare_inputs, release
-from conftest import to_spark
+from avatar_metrics.schema import Variable, prepare_inputs, ranges_of, release
 from data import KINDS, perturbed, tricky
 
 N = 45
@@ -93,30 +93,56 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog):
     names = SUBSETS[1]
     ranges = {v: ref.column_range([O, A], v) for v in names if KINDS[v] == "numeric"}
     want = ref.nearest(O, A, names, KINDS, ranges, seed=5, search="test/1")
-    with caplog.at_level(logging.INFO, logger=S.__name__):
-        assert run_search(spark, O, A, 1, 3, block_size=12) == want
+    # (adaptive execution off: its coalescing would put every home in one task, where keys of
+    # different types still meet)
+    old = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        with caplog.at_level(logging.INFO, logger=S.__name__):
+            assert run_search(spark, O, A, 1, 3, block_size=12) == want
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", old)
     visits, full = _visits(caplog)
     assert full >= N * 2 and visits < full
-    # the later jobs read only the queries the first job marked for their blocks
     import re
 
+    # every query's home holds candidates: one visit each in the home job
+    line = [r.getMessage() for r in caplog.records if "home blocks" in r.getMessage()][-1]
+    assert re.search(r"home blocks \(\d+\) done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
+    # the later jobs read only the queries the home job marked for their blocks
     line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
     read, rows = map(int, re.search(r"read (\d+) of (\d+) query rows", line).groups())
     assert 0 < read < rows
 
 
-def test_an_empty_sample_block(spark, frames, expected, monkeypatch, caplog):
-    """No sample block (every query's first reach from a range block, or none): the same states."""
+@pytest.mark.parametrize("homes", ["none", "farthest"])
+def test_any_home(spark, frames, expected, monkeypatch, caplog, homes):
+    """Every query's home empty (so it is marked for every block), or the block of largest lower
+    bound: the same states."""
     import logging
+    import re
 
     import avatar_metrics.engine.search as S
 
+    # (defined here, not at the module's top level: the workers get them by value)
+    def none(need, pdf, variables, space):
+        return np.full(len(pdf), 10**6)  # a block number with no candidates
+
+    def farthest(need, pdf, variables, space):
+        return np.asarray(need.blocks)[np.argmax(need.bounds(pdf, variables, space), axis=1)]
+
     O, A = frames
-    monkeypatch.setattr(S, "_in_sample", lambda hashed, n: S.F.lit(False))
+    monkeypatch.setattr(S, "_homes", none if homes == "none" else farthest)
     with caplog.at_level(logging.INFO, logger=S.__name__):
         assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
     visits, full = _visits(caplog)
     assert 0 < visits <= full
+    line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
+    read, rows, todo, blocks = map(int, re.search(r"read (\d+) of (\d+) query rows .*, (\d+) of (\d+) blocks",
+                                                  line).groups())
+    assert blocks == 5
+    if homes == "none":  # no reach: every query in every later job
+        assert (read, todo) == (rows, blocks)
 
 
 def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypatch):
@@ -133,7 +159,7 @@ def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypat
 
 @pytest.mark.parametrize("big", [0, 2])
 def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, caplog, big):
-    """A block of more than twice search.block_size candidates (the sample block, or a range one)
+    """A block of more than twice search.block_size candidates (block 0 or 2; the home job takes it whole)
     goes in slices of about block_size, each its own pass: the same states."""
     import logging
 
@@ -249,6 +275,10 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, ma
     assert within.sum() > len(D)
     assert all(marked[i, of[j]] for i, j in zip(*np.nonzero(within)))
     assert (marked == 0).sum() > 0
+    # each query's home: a block of least lower bound
+    lb = need.bounds(queries, variables, space)
+    home = S._homes(need, queries, variables, space)
+    assert (lb[np.arange(len(lb)), [need.blocks.index(b) for b in home]] == lb.min(axis=1)).all()
 
 
 def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
@@ -267,5 +297,19 @@ def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
         return need
 
     monkeypatch.setattr(S, "_need", narrow)
-    with pytest.raises(RuntimeError, match="summary does not cover"):
+    # (raised in the home job's tasks: Spark passes it on, the message in its text)
+    with pytest.raises((RuntimeError, PythonException), match="summary does not cover"):
         run_search(spark, O, A, 0, 2, block_size=12)
+
+
+@pytest.mark.parametrize("n", [1, 4, 7, 45])
+def test_the_home_job_gives_each_block_its_own_task(spark, n):
+    """``_spread``: the key of block b lands in partition b of Spark's hash partitioning into n."""
+    from pyspark.sql import functions as F
+
+    import avatar_metrics.engine.search as S
+
+    keys = S._spread(spark, n)
+    df = spark.createDataFrame([(b, keys[b]) for b in range(n)], "b long, k long")
+    placed = df.repartition(n, "k").select("b", F.spark_partition_id().alias("p")).toPandas()
+    assert sorted(placed.values.tolist()) == [[b, b] for b in range(n)]

@@ -10,22 +10,24 @@ blocks tightens its pruning). Up to ``CHAIN`` passes are pipelined in one
 Spark job; the states of several such chains are merged exactly in Spark
 (``merge_states``). The queries never reach the driver.
 
-Blocks by locality. With more than one block, block 0 is a sample (a hash of
-the id picks one candidate in ``n_blocks``) and the others are ranges of the
+Blocks by locality. With more than one block, the blocks are ranges of the
 candidates sorted by their values (categories of most levels first, then
 numbers), so that the records of a block resemble each other. Each block
 carries a summary (``kernels.gower.Summary``: per variable, whether a null
-occurs, and the min and max of a number), from which a lower bound on the
-distance from a query to any of its records follows, safe in floating point
-(``kernels.gower.lower_bounds``). The first job folds the sample block alone;
-the second distance it gives a query bounds its final one from above, so a
-later block whose lower bound exceeds that (or the query's second distance
-so far) cannot change the query's result and the query skips it; a count
-within a radius skips a block beyond its radius. The first job also marks,
-per query, the blocks it must search later (``Need``: the summaries of every
-block, computed by Spark before any block is fetched), and each later job
-reads only the queries marked for its blocks: a query costs nothing in the
-passes it skips. The result is the same whatever the blocking; only the work
+occurs, and the min and max of a number; ``Need``: and the categories it
+holds), computed by Spark before any block is fetched, from which a lower
+bound on the distance from a query to any of its records follows, safe in
+floating point (``kernels.gower.lower_bounds``). The first job is the home
+job: each query goes to its home block (one of least lower bound), every
+block in its own task (a cogroup of the queries and the candidates by
+block), and folds it; the second distance it gives a query bounds its final
+one from above, so a later block whose lower bound exceeds that (or the
+query's second distance so far) cannot change the query's result; a count
+within a radius needs only the blocks within its radius. The home job marks,
+per query, the other blocks it must search (``Need``), the later jobs fetch
+only the blocks some query is marked for, and each reads only the queries
+marked for its blocks: a query costs nothing in the passes it skips. The
+result is the same whatever the blocking and the homes; only the work
 changes, and the log says how many (query, block) visits were made of the
 full scan's, and how many query rows the later jobs read.
 
@@ -209,15 +211,14 @@ def _index_of(block: Block, space: Space) -> CandidateIndex:
     return _LAST_INDEX["index"]
 
 
-def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, schema, fold: Fold,
-          need: Need | None = None) -> DataFrame:
-    """One pass: fold a block of candidates into the state carried by the queries.
+def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, salt: int, schema,
+          fold: Fold) -> DataFrame:
+    """One pass: fold a block (or a slice of block ``b``) of candidates into the state carried by the queries.
 
     With a block summary, only the queries whose reach the block's lower bound
-    does not exceed search it (``VISITS`` counts them); the block cannot change
-    the others' results, so skipping it is exact. With ``need`` (the first
-    job), each query's reach after the block marks the blocks it must search
-    later (``Need.bits``).
+    does not exceed search it (``VISITS`` counts them), and not those whose
+    home block it is (the home job folded it); the block cannot change the
+    others' results, so skipping it is exact.
     """
     def run(batches):
         for pdf in _rechunk(batches, QUERY_CHUNK):
@@ -226,7 +227,7 @@ def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, 
             if block.summary is None:
                 keep = np.ones(len(pdf), dtype=bool)
             else:
-                keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf))
+                keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf)) & (pdf[HOME].to_numpy() != b)
             if keep.all():
                 fold.step(_index_of(block, space), Q, qids, salt, pdf)
             elif keep.any():
@@ -236,12 +237,107 @@ def _pass(queries: DataFrame, block: Block, variables, space: Space, salt: int, 
                 for c in fold.columns:
                     pdf.loc[keep, c] = sub[c].to_numpy()
             pdf[VISITS] = pdf[VISITS].to_numpy() + keep
-            if need is not None:
-                for k, word in enumerate(need.bits(pdf, variables, fold.reach(pdf), space).T):
-                    pdf[need_column(k)] = word
             yield pdf
 
     return queries.mapInPandas(run, schema)
+
+
+def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: int) -> DataFrame:
+    """The first job of a search by blocks: each query folds its home block (``_homes``: one
+    of least lower bound), every block in its own task, and marks the other blocks it
+    must search later (``Need.bits``), from its reach after its home. A query whose home
+    holds no candidate keeps an infinite reach and is marked for every block.
+
+    The queries and the candidates go to their block's task in one shuffle, a partition
+    per block (``_spread``); Spark's own grouping would hash several blocks into one
+    task, and adaptive execution would merge tasks."""
+    variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
+    homes_of = _homes  # looked up here: a test may replace it
+    columns = start.columns
+    fresh = {column: value for column, value, _ in fold.state}
+    numpy_of = {"bigint": np.int64, "double": np.float64, "boolean": np.bool_, "int": np.int32}
+    empty = pd.DataFrame({x: np.empty(0, dtype=numpy_of.get(t, object)) for x, t in start.dtypes})
+
+    def assign(batches):
+        for pdf in batches:
+            pdf[HOME] = homes_of(need, pdf, variables, space)
+            yield pdf
+
+    def fold_home(both: pd.DataFrame) -> pd.DataFrame:
+        mine = both[GROUP].to_numpy() == 1
+        qpdf, cpdf = both.loc[~mine], both.loc[mine]
+        if len(qpdf) == 0:  # a block no query has as its home
+            return empty
+        b = int(qpdf[HOME].iat[0])
+        index = block = None
+        if len(cpdf):
+            cpdf = cpdf.sort_values(ID, kind="stable").reset_index(drop=True)
+            block = _encoded(cpdf, variables, space)
+            need.check(b, block)
+            index = CandidateIndex(block.C, block.cids, space)
+        del both, cpdf
+        out = []
+        for lo in range(0, len(qpdf), QUERY_CHUNK):
+            pdf = qpdf.iloc[lo:lo + QUERY_CHUNK].reset_index(drop=True)
+            for column, value in fresh.items():
+                pdf[column] = value
+            pdf[REACH], pdf[VISITS] = math.inf, 0
+            if index is not None:
+                fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt, pdf)
+                pdf[VISITS] = 1
+            words = need.bits(pdf, variables, fold.reach(pdf), space)
+            if index is not None:  # done here
+                words[:, b // NEED_BITS] &= ~np.int64(1 << (b % NEED_BITS))
+            else:  # nothing folded: no home to skip later
+                pdf[HOME] = -1
+            for k, word in enumerate(words.T):
+                pdf[need_column(k)] = word
+            out.append(pdf[columns])
+        return pd.concat(out, ignore_index=True)
+
+    # only what the home job reads goes through the shuffle; it adds the state
+    ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
+    kinds = dict(start.dtypes)
+    queries = start.select(*ours, F.lit(-1).cast("long").alias(HOME))
+    homed = queries.mapInPandas(assign, queries.schema).withColumn(GROUP, F.lit(0))
+    cands = c.select(ID, *ours[1:len(variables) + 1], *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry],
+                     F.col("__am_block").cast("long").alias(HOME), F.lit(1).alias(GROUP))
+    both = homed.unionByName(cands)
+    spread = _spread(start.sparkSession, n_blocks)
+    where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
+        (F.lit(b), F.lit(k).cast("long")) for b, k in spread.items()))[F.col(HOME)], F.lit(0).cast("long"))
+    # a partition per block (grouping by the partition key too, so that Spark adds no shuffle)
+    placed = both.withColumn(GROUP_KEY, where).repartition(n_blocks, GROUP_KEY)
+    return placed.groupBy(GROUP_KEY, HOME).applyInPandas(fold_home, start.schema)
+
+
+def _spread(spark, n: int) -> dict[int, int]:
+    """For each b < n, a number that Spark's hash partitioning into n partitions puts in
+    partition b (its pmod(hash(x), n)): the blocks' tasks then hold a block each, where
+    hashing the block numbers would put several in one task and leave others empty.
+    A residue not found maps to itself (any placement gives the same result)."""
+    rows = (spark.range(0, 64 * n).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p"))
+            .groupBy("p").agg(F.min("id").alias("id")).collect())
+    found = {int(r["p"]): int(r["id"]) for r in rows}
+    return {b: found.get(b, b) for b in range(n)}
+
+
+# in the home job: 1 for a candidate's row, 0 for a query's; and where a row's block goes
+GROUP = "__am_candidate"
+GROUP_KEY = "__am_where"
+
+
+def _homes(need: Need, pdf: pd.DataFrame, variables, space: Space) -> np.ndarray:
+    """Per query, its home block: of the blocks of least lower bound, one picked by a hash of
+    its id (queries alike spread over the blocks alike). Any choice gives the same
+    result; a near one gives a small first reach, so that few blocks are left to search."""
+    lb = np.nan_to_num(need.bounds(pdf, variables, space), nan=np.inf)
+    tied = lb <= lb.min(axis=1, keepdims=True)
+    count = tied.sum(axis=1).astype(np.uint64)
+    mixed = pdf[ID].to_numpy(dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    pick = (mixed >> np.uint64(32)) % np.maximum(count, np.uint64(1))
+    j = np.argmax(tied & (np.cumsum(tied, axis=1) - 1 == pick[:, None].astype(np.int64)), axis=1)
+    return np.asarray(need.blocks, dtype=np.int64)[j]
 
 
 def nearest(
@@ -319,132 +415,163 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     if n_candidates is None:
         n_candidates = c.count()
     n_blocks = max(1, math.ceil(n_candidates / search.block_size))
-    local = n_blocks > 1
-    if local:
-        c = _by_locality(c, variables, n_blocks).cache()
-    else:
-        c = c.withColumn("__am_block", F.lit(0))
-
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
-    need = _need(c, variables, n_blocks) if local else None
-    marks = [F.lit(0).cast("long").alias(need_column(k)) for k in range(need.words)] if local else []
-    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS), *marks)
-    remote = is_connect(queries)
-    cap = closure_cap(queries.sparkSession) if remote else None
-    t0 = time.perf_counter()
-    done = pieces_done = visits = rows = read = 0
-    chains: list[DataFrame] = []
-    cached: list[DataFrame] = []
-    fetch = Fetch()
-    pieces = _blocks(c, n_blocks, variables, space if local else None, cap, name, search.block_size, fetch)
-    try:
-        while True:
-            # one Spark job folds up to CHAIN blocks, pipelined, into the state; with
-            # blocks by locality the first job folds the sample block alone, and the
-            # second distance it gives each query bounds what later blocks must beat
-            state, last, schema, pieces_before = initial, None, initial.schema, pieces_done
-            batch = list(itertools.islice(pieces, 1 if local and not chains else CHAIN))
-            if chains and local:
-                # later jobs: only the queries the first job marked for one of these blocks
-                # (the passes check each query's bound again, against its reach so far)
-                state = state.filter(need.wanted(sorted({b for _, _, b in batch})))
-            for block, n_rows, last in batch:
-                if local:
-                    need.check(last, block)
-                state = _pass(state, block, variables, space, salt, schema, fold,
-                              need if local and not chains else None)
-                done += n_rows
-                pieces_done += 1
-            if last is None:
-                break
-            if local and not chains:
-                first, rows, v = _materialize(state, remote)
-                cached.append(first)
-                chains.append(first.select(ID, *fold.columns))
-                initial = first.select(*q.columns, *fresh, fold.first_reach().alias(REACH),
-                                       F.lit(0).cast("long").alias(VISITS), *need.columns)
-            elif local:
-                chain, marked, v = _materialize(state.select(ID, VISITS, *fold.columns), remote)
-                read += marked
-                cached.append(chain)
-                chains.append(chain.select(ID, *fold.columns))
-            else:  # no summaries: every query searches every piece
-                chain, rows, _ = _materialize(state.select(ID, *fold.columns), remote)
-                cached.append(chain)
-                chains.append(chain)
-                v = rows * (pieces_done - pieces_before)
-            visits += v
-            elapsed = time.perf_counter() - t0
-            rate = done / elapsed if elapsed > 0 else float("inf")
-            left = (n_candidates - done) / rate if rate > 0 else 0.0
-            log.info(
-                "search %s: block %d of %d done, %d of %d candidates, %d of %d query visits (%.0f%%), "
-                "%.1f s so far, %.0f candidates/s, about %.0f s left",
-                name, last + 1, n_blocks, done, n_candidates, visits, rows * pieces_done,
-                100.0 * visits / max(1, rows * pieces_done), elapsed, rate, max(0.0, left),
-            )
-    finally:
-        pieces.close()
-        if local:
-            c.unpersist()
-    if not chains:
-        raise ValueError(f"search {name}: no candidates")
-    if done != n_candidates:
-        # every candidate must be in exactly one block: a result from fewer would be wrong
-        raise RuntimeError(f"search {name}: the blocks held {done} candidates of {n_candidates}; "
-                           "this is a bug, please report it with the log")
-    if len(chains) == 1 and not local:
-        return chains[0]
-    log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
-             name, visits, rows * pieces_done, 100.0 * visits / max(1, rows * pieces_done), n_blocks, rows)
-    log.info("search %s: the driver fetched and encoded %d blocks in %.1f s of the search's %.1f s",
-             name, fetch.blocks, fetch.seconds, time.perf_counter() - t0)
-    if local:
-        later = rows * (len(chains) - 1)
-        log.info("search %s: the later jobs read %d of %d query rows (%.0f%%)",
-                 name, read, later, 100.0 * read / max(1, later))
+    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
+    run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold, remote=is_connect(queries),
+               n_candidates=n_candidates, block_size=search.block_size)
+    if run.remote:
+        run.cap = closure_cap(queries.sparkSession)
+    if n_blocks == 1:
+        chains, cached = _scan(run, initial, c)
+        if len(chains) == 1:
+            return chains[0]
+    else:
+        chains, cached = _local(run, initial, c, n_blocks, fresh)
     union = chains[0]
     for other in chains[1:]:
         union = union.unionByName(other)
-    merged = _materialize(fold.merge(union), remote)[0]
+    merged = _materialize(fold.merge(union), run.remote)[0]
     for other in cached:
         other.unpersist()
     return merged
 
 
+@dataclass
+class _Run:
+    """What the jobs of one search share, and its progress."""
+
+    name: str
+    variables: list
+    space: Space
+    salt: int
+    fold: Fold
+    remote: bool
+    n_candidates: int
+    cap: int | None = None  # Spark Connect: bytes a block's closure may take
+    block_size: int = 250_000
+    fetch: Fetch = field(default_factory=lambda: Fetch())
+    t0: float = field(default_factory=time.perf_counter)
+    done: int = 0  # candidates folded (or known to need no later pass)
+    visits: int = 0
+
+    def progress(self, what: str, full: int) -> None:
+        elapsed = time.perf_counter() - self.t0
+        rate = self.done / elapsed if elapsed > 0 else float("inf")
+        left = (self.n_candidates - self.done) / rate if rate > 0 else 0.0
+        log.info("search %s: %s done, %d of %d candidates, %d of %d query visits (%.0f%%), "
+                 "%.1f s so far, %.0f candidates/s, about %.0f s left",
+                 self.name, what, self.done, self.n_candidates, self.visits, full,
+                 100.0 * self.visits / max(1, full), elapsed, rate, max(0.0, left))
+
+    def check_count(self) -> None:
+        if self.done != self.n_candidates:
+            # every candidate must be in exactly one block: a result from fewer would be wrong
+            raise RuntimeError(f"search {self.name}: the blocks held {self.done} candidates of {self.n_candidates}; "
+                               "this is a bug, please report it with the log")
+
+
+def _scan(run: _Run, initial: DataFrame, c: DataFrame):
+    """One block: every query folds every piece of it (a piece: the block, or a slice under
+    Spark Connect), ``CHAIN`` pieces per job. The chains' states, and what to unpersist."""
+    chains, n_pieces = [], 0
+    pieces = _blocks(c.withColumn("__am_block", F.lit(0)), [0], run.variables, None, run.cap, run.name,
+                     run.block_size, run.fetch)
+    try:
+        while batch := list(itertools.islice(pieces, CHAIN)):
+            state = initial
+            for block, n_rows, b in batch:
+                state = _pass(state, block, b, run.variables, run.space, run.salt, initial.schema, run.fold)
+                run.done += n_rows
+            chain, rows, _ = _materialize(state.select(ID, *run.fold.columns), run.remote)
+            chains.append(chain)
+            n_pieces += len(batch)
+            run.visits = rows * n_pieces
+            run.progress("block 1 of 1", run.visits)
+    finally:
+        pieces.close()
+    if not chains:
+        raise ValueError(f"search {run.name}: no candidates")
+    run.check_count()
+    return chains, chains
+
+
+def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
+    """Blocks by locality: the home job, then only the blocks each query was marked for.
+    The chains' states (the home job's first), and what to unpersist."""
+    c = _by_locality(c, run.variables, n_blocks).cache()
+    try:
+        need = _need(c, run.variables, n_blocks)
+        run.done = sum(need.rows)
+        run.check_count()  # before any work: a candidate in no block
+        start = initial.select("*", F.lit(-1).cast("long").alias(HOME),
+                               *[F.lit(0).cast("long").alias(x) for x in need.columns])
+        first, rows, run.visits = _materialize(_home_job(run, start, c, need, n_blocks), run.remote)
+        chains, cached = [first.select(ID, *run.fold.columns)], [first]
+        full = rows * len(need.blocks)  # a full scan's visits
+        wanted = need.counts(first)
+        todo = [b for b, k in zip(need.blocks, wanted) if k > 0]
+        run.done = sum(r for b, r in zip(need.blocks, need.rows) if b not in todo)
+        run.progress(f"home blocks ({len(need.blocks)})", full)
+        later = first.select(*[x for x in initial.columns if x not in (REACH, VISITS, *run.fold.columns)],
+                             *fresh, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
+                             HOME, *need.columns)
+        read = 0
+        pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.block_size, run.fetch)
+        try:
+            while batch := list(itertools.islice(pieces, CHAIN)):
+                # only the queries the home job marked for one of these blocks (the passes check
+                # each query's bound again, against its reach so far, and skip its home)
+                state = later.filter(need.wanted(sorted({b for _, _, b in batch})))
+                for block, n_rows, b in batch:
+                    need.check(b, block)
+                    state = _pass(state, block, b, run.variables, run.space, run.salt, later.schema, run.fold)
+                    run.done += n_rows
+                chain, marked, v = _materialize(state.select(ID, VISITS, *run.fold.columns), run.remote)
+                read += marked
+                run.visits += v
+                cached.append(chain)
+                chains.append(chain.select(ID, *run.fold.columns))
+                run.progress(f"block {batch[-1][2] + 1} of {n_blocks}", full)
+        finally:
+            pieces.close()
+        run.check_count()
+    finally:
+        c.unpersist()
+    jobs = rows * math.ceil(len(need.blocks) / CHAIN)  # what jobs of every query would read
+    log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
+             run.name, run.visits, full, 100.0 * run.visits / max(1, full), n_blocks, rows)
+    log.info("search %s: the later jobs read %d of %d query rows (%.0f%%), %d of %d blocks",
+             run.name, read, jobs, 100.0 * read / max(1, jobs), len(todo), len(need.blocks))
+    log.info("search %s: the driver fetched and encoded %d blocks in %.1f s of the search's %.1f s",
+             run.name, run.fetch.blocks, run.fetch.seconds, time.perf_counter() - run.t0)
+    return chains, cached
+
+
 # columns the passes carry besides the state: a query's reach from the first
-# job (``Fold.reach``), and the blocks it searched
+# job (``Fold.reach``), the blocks it searched, and its home block
 REACH = "__am_reach"
 VISITS = "__am_visits"
+HOME = "__am_home"
 
 
 def _by_locality(c: DataFrame, variables, n_blocks: int) -> DataFrame:
-    """The candidates with ``__am_block``: block 0 a sample (a hash of the id picks
-    1 in ``n_blocks``), the others ranges of the candidates sorted by their
-    categories, those of most levels first, then their numbers. Records of a
-    range block share values, so a block's summary bounds the distance of a
-    query far from them well. Which block a record lands in never changes a
-    result, only the work."""
+    """The candidates with ``__am_block``: ranges of the candidates sorted by their
+    categories, those of most levels first, then their numbers (then a hash of
+    the id, so that equal records spread over blocks). Records of a block share
+    values, so a block's summary bounds the distance of a query far from them
+    well. Which block a record lands in never changes a result, only the work."""
     cats = [f"v{i}" for i, v in enumerate(variables) if v.kind == "categorical"]
     nums = [f"v{i}" for i, v in enumerate(variables) if v.kind != "categorical"]
     if cats:
         row = c.agg(*[F.approx_count_distinct(x).alias(x) for x in cats]).first()
         cats = sorted(cats, key=lambda x: -row[x])
-    hashed = F.xxhash64(F.col(ID))
-    keys = [*cats, *nums, hashed]
-    return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
-        # (Spark may make fewer ranges than asked, never more; the least() keeps every id
-        # among the blocks whatever it makes)
-        "__am_block", F.when(_in_sample(hashed, n_blocks), F.lit(0))
-        .otherwise(F.least(F.spark_partition_id() + 1, F.lit(n_blocks - 1))))
+    keys = [*cats, *nums, F.xxhash64(F.col(ID))]
+    # (Spark may make fewer ranges than asked, never more; the least() keeps every id among the blocks)
+    return c.repartitionByRange(n_blocks, *keys).withColumn(
+        "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
 
 
-def _in_sample(hashed, n_blocks: int):
-    """Whether a candidate goes to the sample block (tests empty it)."""
-    return F.pmod(hashed, F.lit(n_blocks)) == 0
-
-
-# The blocks each query must search after the first job, as bits of long columns
+# The blocks each query must search after its home, as bits of long columns
 NEED = "__am_need"
 NEED_BITS = 62
 # A block's categorical of more values than this has no value list in its summary (no bound
@@ -459,16 +586,17 @@ def need_column(k: int) -> str:
 
 @dataclass
 class Need:
-    """What the first job needs to mark, for each query, the blocks it must search later.
+    """What the home job needs to pick each query's home and mark the blocks it must search later.
 
-    Per block: its summary and, per categorical, the values it holds (``None``:
-    not recorded, any value may occur), computed by Spark over every block
-    before any is fetched (``_need``). A query must search block b when b's
-    lower bound does not exceed its reach after the first job; the later jobs
-    read only the queries marked for their blocks, so a query's unneeded
-    blocks cost it nothing, not even a pass. Each block fetched is checked
-    against its summary (``check``): a mark from a summary that did not cover
-    the block could drop a candidate that matters.
+    Per block: its summary, its number of candidates and, per categorical, the
+    values it holds (``None``: not recorded, any value may occur), computed by
+    Spark over every block before any is fetched (``_need``). A query must
+    search block b when b's lower bound does not exceed its reach after its
+    home; the later jobs read only the queries marked for their blocks, so a
+    query's unneeded blocks cost it nothing, not even a pass. Each block, in
+    the home job and when fetched, is checked against its summary (``check``):
+    a mark from a summary that did not cover the block could drop a candidate
+    that matters.
     """
 
     blocks: list[int]
@@ -477,6 +605,7 @@ class Need:
     unions: list  # per variable: pd.Index of every recorded value, or None
     present: list[list]  # per block, per variable: bool over the union and a last False, or None
     words: int
+    rows: list[int] = field(default_factory=list)  # per block, its candidates
 
     @property
     def columns(self) -> list[str]:
@@ -484,8 +613,16 @@ class Need:
 
     def bits(self, pdf: pd.DataFrame, variables, reach: np.ndarray, space: Space) -> np.ndarray:
         """Per query, the bits of the blocks whose lower bound does not exceed ``reach``."""
+        out = np.zeros((len(pdf), self.words), dtype=np.int64)
+        for j, lb in enumerate(self.bounds(pdf, variables, space).T):
+            b = self.blocks[j]
+            out[:, b // NEED_BITS] |= (~(lb > reach)).astype(np.int64) << np.int64(b % NEED_BITS)
+        return out
+
+    def bounds(self, pdf: pd.DataFrame, variables, space: Space) -> np.ndarray:
+        """Per query and block (in the order of ``blocks``), the block's lower bound."""
         n = len(pdf)
-        out = np.zeros((n, self.words), dtype=np.int64)
+        out = np.empty((n, len(self.blocks)))
         base = np.empty((n, len(variables)))
         codes = {}
         for i, v in enumerate(variables):
@@ -497,24 +634,32 @@ class Need:
                 base[:, i] = np.where(col.isna().to_numpy(), np.nan, 0.0)
                 if self.unions[i] is not None:
                     codes[i] = self.unions[i].get_indexer(col)  # -1: in no block's list
-        for j, b in enumerate(self.blocks):
+        for j in range(len(self.blocks)):
             Q = base
             for i, g in codes.items():
                 held = self.present[j][i]
                 if held is not None:
                     Q = Q.copy() if Q is base else Q
                     Q[:, i] = np.where(held[g] | np.isnan(base[:, i]), base[:, i], -1.0)  # a null stays NaN
-            keep = ~(lower_bounds(Q, self.summaries[j], space) > reach)
-            out[:, b // NEED_BITS] |= keep.astype(np.int64) << np.int64(b % NEED_BITS)
+            out[:, j] = lower_bounds(Q, self.summaries[j], space)
         return out
+
+    @staticmethod
+    def marked(b: int):
+        """Whether a query is marked for block ``b`` (a Spark column)."""
+        return F.col(need_column(b // NEED_BITS)).bitwiseAND(F.lit(1 << (b % NEED_BITS)).cast("long")) != 0
 
     def wanted(self, blocks):
         """The queries marked for any of ``blocks``."""
         cond = F.lit(False)
         for b in blocks:
-            mark = F.col(need_column(b // NEED_BITS)).bitwiseAND(F.lit(1 << (b % NEED_BITS)).cast("long"))
-            cond = cond | (mark != 0)
+            cond = cond | self.marked(b)
         return cond
+
+    def counts(self, df: DataFrame) -> list[int]:
+        """Per block (in the order of ``blocks``), the queries of ``df`` marked for it: one Spark job."""
+        row = df.agg(*[F.sum(self.marked(b).cast("long")) for b in self.blocks]).first()
+        return [int(x or 0) for x in row]
 
     def check(self, b: int, block: Block) -> None:
         """Stop when the fetched block (or slice) ``b`` holds what its summary does not."""
@@ -545,9 +690,10 @@ def _need(c: DataFrame, variables, n_blocks: int) -> Need:
         else:
             aggs += [F.max(x.isNull().cast("int")).alias(f"n{i}"),
                      F.slice(F.collect_set(x), 1, MAX_LEVELS + 1).alias(f"s{i}")]
+    aggs.append(F.count(F.lit(1)).alias("__rows"))
     rows = sorted(c.groupBy("__am_block").agg(*aggs).collect(), key=lambda r: r["__am_block"])
     nv = len(variables)
-    blocks, summaries, values = [], [], []
+    blocks, summaries, values, counts = [], [], [], []
     for r in rows:
         b = int(r["__am_block"])
         if not 0 <= b < n_blocks:
@@ -562,6 +708,7 @@ def _need(c: DataFrame, variables, n_blocks: int) -> Need:
                 held = r[f"s{i}"]
                 vals.append(None if len(held) > MAX_LEVELS else list(held))
         blocks.append(b)
+        counts.append(int(r["__rows"]))
         summaries.append(Summary(nulls=np.array([bool(r[f"n{i}"]) for i in range(nv)]), lo=lo, hi=hi))
         values.append(vals)
     unions = []
@@ -576,7 +723,7 @@ def _need(c: DataFrame, variables, n_blocks: int) -> Need:
     present = [[None if vals[i] is None or unions[i] is None else np.append(unions[i].isin(vals[i]), False)
                 for i in range(nv)] for vals in values]
     return Need(blocks=blocks, summaries=summaries, values=values, unions=unions, present=present,
-                words=max(1, math.ceil(n_blocks / NEED_BITS)))
+                words=max(1, math.ceil(n_blocks / NEED_BITS)), rows=counts)
 
 
 def is_connect(df: DataFrame) -> bool:
@@ -644,17 +791,17 @@ class Fetch:
     blocks: int = 0
 
 
-def _blocks(c: DataFrame, n_blocks: int, variables, space: Space | None, cap: int | None, name: str,
+def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None, cap: int | None, name: str,
             block_size: int, fetch: Fetch):
-    """The candidates' blocks in order, each encoded, as (block, rows, block number);
-    with ``space``, each carries its summary.
+    """The candidates' blocks of these numbers in order, each encoded, as (block, rows, block
+    number); with ``space``, each carries its summary.
 
     A block of more than ``MOST_PER_BLOCK`` x ``block_size`` rows, or whose
     closure would exceed ``cap`` bytes, goes as several slices of its rows,
     each its own pass (exact: the passes may cut the candidates in any way).
     ``fetch`` adds up the driver's time.
     """
-    for b in range(n_blocks):
+    for b in numbers:
         t = time.perf_counter()
         pdf = c.filter(F.col("__am_block") == b).drop("__am_block").toPandas()
         if len(pdf) == 0:
@@ -750,7 +897,7 @@ NEAREST = Fold(
            ("key", int(NO_KEY), "long")),
     step=_nearest_step,
     merge=merge_states,
-    # the second distance so far, or that of the first job (sample block): both at least the final one
+    # the second distance so far, or that of the home job: both at least the final one
     reach=lambda pdf: np.minimum(pdf["d2"].to_numpy(), pdf[REACH].to_numpy()),
     first_reach=lambda: F.col("d2"),
 )
