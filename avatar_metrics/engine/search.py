@@ -19,8 +19,8 @@ holds), computed by Spark before any block is fetched, from which a lower
 bound on the distance from a query to any of its records follows, safe in
 floating point (``kernels.gower.lower_bounds``). The first job is the home
 job: each query goes to its home block (one of least lower bound), every
-block in its own task (a cogroup of the queries and the candidates by
-block), and folds it; the second distance it gives a query bounds its final
+block in its own task (the queries and the candidates of a block reach it in
+one shuffle), and folds it; the second distance it gives a query bounds its final
 one from above, so a later block whose lower bound exceeds that (or the
 query's second distance so far) cannot change the query's result; a count
 within a radius needs only the blocks within its radius. The home job marks,
