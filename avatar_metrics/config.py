@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
         "block_size": 250_000,
         # repartition the queries into this many partitions (null: as read)
         "query_partitions": None,
+        # candidates per block from which a search starts with the home job (0: always)
+        "home_from": 50_000,
     },
 }
 
@@ -66,6 +68,7 @@ class SearchSettings:
     seed: int
     block_size: int  # candidates shipped to the executors per pass
     query_partitions: int | None  # repartition the queries (None: engine.search decides by their number)
+    home_from: int = 50_000  # candidates per block from which the first job is the home job
 
 
 def metric_registry():
@@ -103,6 +106,10 @@ class Config:
     def query_partitions(self) -> int | None:
         return self.search.query_partitions
 
+    @property
+    def home_from(self) -> int:
+        return self.search.home_from
+
     def tables(self) -> list[tuple[str, TableSpec]]:
         """(role, spec) of the input tables given, originals first."""
         named = (("originals", self.originals), ("avatars", self.avatars), ("holdout", self.holdout))
@@ -132,7 +139,8 @@ class Config:
             "records": self.records,
             "avatars_aligned": self.avatars_aligned,
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
-            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
+            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions,
+                       "home_from": self.home_from},
         }
 
 
@@ -339,6 +347,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     qp = merged["search"]["query_partitions"]
     if qp is not None:
         qp = int(_number(qp, "search.query_partitions", 1, 10**6, integer=True))
+    home_from = int(_number(merged["search"]["home_from"], "search.home_from", 0, 10**9, integer=True))
 
     return Config(
         originals=_table(merged["originals"], "originals", require_inputs),
@@ -357,7 +366,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         avatars_aligned=merged["avatars_aligned"],
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
-        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp),
+        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp, home_from=home_from),
     )
 
 

@@ -61,6 +61,8 @@ def test_override_keeps_the_file_untouched():
         ({**MINIMAL, "holdout": {"pth": "h"}}, "holdout.pth"),
         ({**MINIMAL, "spark": {"master": 3}}, "spark.master"),
         ({**MINIMAL, "search": {"block_size": 0}}, "search.block_size"),
+        ({**MINIMAL, "search": {"home_from": -1}}, "search.home_from"),
+        ({**MINIMAL, "search": {"home_from": "always"}}, "search.home_from"),
         ({**MINIMAL, "row_key": 5}, "row_key"),
     ],
 )

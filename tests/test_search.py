@@ -33,7 +33,7 @@ def expected(frames):
     return out
 
 
-def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None):
+def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None, home_from=50_000):
     cfg = as_config({"row_key": "rid"})
     o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
     a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
@@ -43,7 +43,8 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         res = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
-                      search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions),
+                      search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
+                                            home_from=home_from),
                       n_queries=n_queries)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
@@ -79,10 +80,13 @@ def _visits(caplog):
     return int(m.group(1)), int(m.group(2))
 
 
-def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog):
+@pytest.mark.parametrize("first", ["sample", "home"])
+def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog, monkeypatch, first):
     """Two clusters apart on a category: blocks by locality hold one cluster each, and the
-    queries of the other skip them (fewer visits than a full scan), with the same states."""
+    queries of the other skip them (fewer visits than a full scan), with the same states;
+    the first job the sample block's (small blocks) or the home job."""
     import logging
+    import re
 
     import avatar_metrics.engine.search as S
 
@@ -99,20 +103,41 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog):
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         with caplog.at_level(logging.INFO, logger=S.__name__):
-            assert run_search(spark, O, A, 1, 3, block_size=12) == want
+            # (the home job's output goes to the queries' 6 partitions: more than its 4 blocks)
+            assert run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if first == "home" else 50_000,
+                              query_partitions=6 if first == "home" else None) == want
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", old)
     visits, full = _visits(caplog)
     assert full >= N * 2 and visits < full
-    import re
-
-    # every query's home holds candidates: one visit each in the home job
-    line = [r.getMessage() for r in caplog.records if "home blocks" in r.getMessage()][-1]
-    assert re.search(r"home blocks \(\d+\) done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
-    # the later jobs read only the queries the home job marked for their blocks
+    # every query's home holds candidates: one visit each in the first job
+    label = "home blocks" if first == "home" else "sample block of"
+    line = [r.getMessage() for r in caplog.records if label in r.getMessage()][-1]
+    assert re.search(r" done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
+    # the later jobs read only the queries the first job marked for their blocks
     line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
     read, rows = map(int, re.search(r"read (\d+) of (\d+) query rows", line).groups())
     assert 0 < read < rows
+
+
+def test_an_empty_sample_block(spark, frames, expected, monkeypatch, caplog):
+    """No sample block (small blocks: every query then has no home and is marked for every
+    block): the same states."""
+    import logging
+    import re
+
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    monkeypatch.setattr(S, "_in_sample", lambda hashed, n: S.F.lit(False))
+    with caplog.at_level(logging.INFO, logger=S.__name__):
+        assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
+    visits, full = _visits(caplog)
+    assert 0 < visits <= full
+    line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
+    read, rows, todo, blocks = map(int, re.search(r"read (\d+) of (\d+) query rows .*, (\d+) of (\d+) blocks",
+                                                  line).groups())
+    assert (read, todo, blocks) == (rows, 4, 4)
 
 
 @pytest.mark.parametrize("homes", ["none", "farthest"])
@@ -134,7 +159,7 @@ def test_any_home(spark, frames, expected, monkeypatch, caplog, homes):
     O, A = frames
     monkeypatch.setattr(S, "_homes", none if homes == "none" else farthest)
     with caplog.at_level(logging.INFO, logger=S.__name__):
-        assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
+        assert run_search(spark, O, A, 0, 2, block_size=10, home_from=0) == expected[0]
     visits, full = _visits(caplog)
     assert 0 < visits <= full
     line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
@@ -151,26 +176,27 @@ def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypat
 
     O, A = frames
     real = S._by_locality
-    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n: real(c, variables, n).withColumn(
+    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
         "__am_block", S.F.when(S.F.col(ID) == 3, S.F.lit(n)).otherwise(S.F.col("__am_block"))))
     with pytest.raises(RuntimeError, match=f"blocks held {N - 1} candidates of {N}"):
         run_search(spark, O, A, 0, 2, block_size=20)
 
 
-@pytest.mark.parametrize("big", [0, 2])
-def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, caplog, big):
-    """A block of more than twice search.block_size candidates (block 0 or 2; the home job takes it whole)
-    goes in slices of about block_size, each its own pass: the same states."""
+@pytest.mark.parametrize("big,first", [(0, "sample"), (2, "home")])
+def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, caplog, big, first):
+    """A block of more than twice search.block_size candidates (the sample block, or a range one
+    after the home job, which takes its home whole) goes in slices of about block_size, each
+    its own pass: the same states."""
     import logging
 
     import avatar_metrics.engine.search as S
 
     O, A = frames
     real = S._by_locality
-    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n: real(c, variables, n).withColumn(
+    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
         "__am_block", S.F.when(S.F.col(ID) < 30, S.F.lit(big)).otherwise(S.F.col("__am_block"))))
     with caplog.at_level(logging.INFO, logger=S.__name__):
-        assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
+        assert run_search(spark, O, A, 0, 2, block_size=10, home_from=0 if first == "home" else 50_000) == expected[0]
     assert any(f"block {big + 1} holds" in r.getMessage() and "goes in" in r.getMessage() for r in caplog.records)
     assert any("the driver fetched and encoded" in r.getMessage() for r in caplog.records)
 

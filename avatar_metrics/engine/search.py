@@ -212,13 +212,15 @@ def _index_of(block: Block, space: Space) -> CandidateIndex:
 
 
 def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, salt: int, schema,
-          fold: Fold) -> DataFrame:
+          fold: Fold, need: Need | None = None) -> DataFrame:
     """One pass: fold a block (or a slice of block ``b``) of candidates into the state carried by the queries.
 
     With a block summary, only the queries whose reach the block's lower bound
     does not exceed search it (``VISITS`` counts them), and not those whose
-    home block it is (the home job folded it); the block cannot change the
-    others' results, so skipping it is exact.
+    home block it is (the first job folded it); the block cannot change the
+    others' results, so skipping it is exact. With ``need`` (the last pass of
+    the sample block's job), block ``b`` becomes every query's home and each
+    query's reach marks the other blocks it must search (``Need.bits``).
     """
     def run(batches):
         for pdf in _rechunk(batches, QUERY_CHUNK):
@@ -237,9 +239,22 @@ def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, sal
                 for c in fold.columns:
                     pdf.loc[keep, c] = sub[c].to_numpy()
             pdf[VISITS] = pdf[VISITS].to_numpy() + keep
+            if need is not None:
+                _mark(need, pdf, variables, fold.reach(pdf), space, b)
             yield pdf
 
     return queries.mapInPandas(run, schema)
+
+
+def _mark(need: Need, pdf: pd.DataFrame, variables, reach: np.ndarray, space: Space, home: int) -> None:
+    """Set the marks of the first job in ``pdf``: the blocks whose lower bound does not exceed
+    each query's reach, but its home (``home``, folded whole; -1: none)."""
+    words = need.bits(pdf, variables, reach, space)
+    if home >= 0:
+        words[:, home // NEED_BITS] &= ~np.int64(1 << (home % NEED_BITS))
+    pdf[HOME] = home
+    for k, word in enumerate(words.T):
+        pdf[need_column(k)] = word
 
 
 def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: int) -> DataFrame:
@@ -285,13 +300,8 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
             if index is not None:
                 fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt, pdf)
                 pdf[VISITS] = 1
-            words = need.bits(pdf, variables, fold.reach(pdf), space)
-            if index is not None:  # done here
-                words[:, b // NEED_BITS] &= ~np.int64(1 << (b % NEED_BITS))
-            else:  # nothing folded: no home to skip later
-                pdf[HOME] = -1
-            for k, word in enumerate(words.T):
-                pdf[need_column(k)] = word
+            # (a home with no candidates folded nothing: no home to skip later)
+            _mark(need, pdf, variables, fold.reach(pdf), space, b if index is not None else -1)
             out.append(pdf[columns])
         return pd.concat(out, ignore_index=True)
 
@@ -418,7 +428,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
     initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
     run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold, remote=is_connect(queries),
-               n_candidates=n_candidates, block_size=search.block_size)
+               n_candidates=n_candidates, block_size=search.block_size, parts=parts,
+               home_from=search.home_from)
     if run.remote:
         run.cap = closure_cap(queries.sparkSession)
     if n_blocks == 1:
@@ -449,6 +460,8 @@ class _Run:
     n_candidates: int
     cap: int | None = None  # Spark Connect: bytes a block's closure may take
     block_size: int = 250_000
+    parts: int | None = None  # the queries' partitions, when the search set them
+    home_from: int = 50_000  # candidates per block from which the first job is the home job
     fetch: Fetch = field(default_factory=lambda: Fetch())
     t0: float = field(default_factory=time.perf_counter)
     done: int = 0  # candidates folded (or known to need no later pass)
@@ -496,22 +509,36 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
 
 
 def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
-    """Blocks by locality: the home job, then only the blocks each query was marked for.
-    The chains' states (the home job's first), and what to unpersist."""
-    c = _by_locality(c, run.variables, n_blocks).cache()
+    """Blocks by locality: a first job gives each query a home block and marks the other
+    blocks it must search; the later jobs fetch only the blocks some query is marked for,
+    and read only the queries marked for them. The first job is the home job (each query
+    its block of least lower bound) when blocks hold ``search.home_from`` candidates or
+    more, else the sample block's (every query's home the sample block): a home job costs
+    a shuffle and a task per block, more than it saves on small blocks. The chains' states
+    (the first job's first), and what to unpersist."""
+    home = run.n_candidates / n_blocks >= run.home_from
+    c = _by_locality(c, run.variables, n_blocks, sample=not home).cache()
     try:
         need = _need(c, run.variables, n_blocks)
         run.done = sum(need.rows)
         run.check_count()  # before any work: a candidate in no block
         start = initial.select("*", F.lit(-1).cast("long").alias(HOME),
                                *[F.lit(0).cast("long").alias(x) for x in need.columns])
-        first, rows, run.visits = _materialize(_home_job(run, start, c, need, n_blocks), run.remote)
+        if home:
+            first = _home_job(run, start, c, need, n_blocks)
+            if run.parts and run.parts > n_blocks:
+                # the later jobs run on the first job's partitions: as many as the queries had
+                first = first.repartition(run.parts, ID)
+            what = f"home blocks ({len(need.blocks)})"
+        else:
+            first, what = _sample_job(run, start, c, need), f"sample block of {n_blocks}"
+        first, rows, run.visits = _materialize(first, run.remote)
         chains, cached = [first.select(ID, *run.fold.columns)], [first]
         full = rows * len(need.blocks)  # a full scan's visits
         wanted = need.counts(first)
         todo = [b for b, k in zip(need.blocks, wanted) if k > 0]
         run.done = sum(r for b, r in zip(need.blocks, need.rows) if b not in todo)
-        run.progress(f"home blocks ({len(need.blocks)})", full)
+        run.progress(what, full)
         later = first.select(*[x for x in initial.columns if x not in (REACH, VISITS, *run.fold.columns)],
                              *fresh, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
                              HOME, *need.columns)
@@ -519,7 +546,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
         pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.block_size, run.fetch)
         try:
             while batch := list(itertools.islice(pieces, CHAIN)):
-                # only the queries the home job marked for one of these blocks (the passes check
+                # only the queries the first job marked for one of these blocks (the passes check
                 # each query's bound again, against its reach so far, and skip its home)
                 state = later.filter(need.wanted(sorted({b for _, _, b in batch})))
                 for block, n_rows, b in batch:
@@ -547,6 +574,23 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     return chains, cached
 
 
+def _sample_job(run: _Run, start: DataFrame, c: DataFrame, need: Need) -> DataFrame:
+    """The first job of a search by small blocks: every query folds the sample block (block 0,
+    in one or more slices), which becomes its home, and marks the other blocks it must
+    search from its reach there (on the last slice's pass)."""
+    state = start
+    pieces = list(_blocks(c, [0], run.variables, run.space, run.cap, run.name, run.block_size, run.fetch))
+    for k, (block, n_rows, b) in enumerate(pieces):
+        need.check(b, block)
+        state = _pass(state, block, b, run.variables, run.space, run.salt, start.schema, run.fold,
+                      need if k == len(pieces) - 1 else None)
+    if not pieces:  # an empty sample block: no home, every query marked for every block
+        state = state.select(*[F.lit(-1).cast("long").alias(HOME) if x == HOME else
+                               F.lit((1 << NEED_BITS) - 1).cast("long").alias(x) if x in need.columns else x
+                               for x in start.columns])
+    return state
+
+
 # columns the passes carry besides the state: a query's reach from the first
 # job (``Fold.reach``), the blocks it searched, and its home block
 REACH = "__am_reach"
@@ -554,21 +598,33 @@ VISITS = "__am_visits"
 HOME = "__am_home"
 
 
-def _by_locality(c: DataFrame, variables, n_blocks: int) -> DataFrame:
+def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False) -> DataFrame:
     """The candidates with ``__am_block``: ranges of the candidates sorted by their
     categories, those of most levels first, then their numbers (then a hash of
     the id, so that equal records spread over blocks). Records of a block share
     values, so a block's summary bounds the distance of a query far from them
-    well. Which block a record lands in never changes a result, only the work."""
+    well. With ``sample``, block 0 is a sample instead (a hash of the id picks
+    one candidate in ``n_blocks``) and the ranges are blocks 1 on. Which block
+    a record lands in never changes a result, only the work."""
     cats = [f"v{i}" for i, v in enumerate(variables) if v.kind == "categorical"]
     nums = [f"v{i}" for i, v in enumerate(variables) if v.kind != "categorical"]
     if cats:
         row = c.agg(*[F.approx_count_distinct(x).alias(x) for x in cats]).first()
         cats = sorted(cats, key=lambda x: -row[x])
-    keys = [*cats, *nums, F.xxhash64(F.col(ID))]
+    hashed = F.xxhash64(F.col(ID))
+    keys = [*cats, *nums, hashed]
     # (Spark may make fewer ranges than asked, never more; the least() keeps every id among the blocks)
-    return c.repartitionByRange(n_blocks, *keys).withColumn(
-        "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
+    if not sample:
+        return c.repartitionByRange(n_blocks, *keys).withColumn(
+            "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
+    return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
+        "__am_block", F.when(_in_sample(hashed, n_blocks), F.lit(0))
+        .otherwise(F.least(F.spark_partition_id() + 1, F.lit(n_blocks - 1))))
+
+
+def _in_sample(hashed, n_blocks: int):
+    """Whether a candidate goes to the sample block (tests empty it)."""
+    return F.pmod(hashed, F.lit(n_blocks)) == 0
 
 
 # The blocks each query must search after its home, as bits of long columns
