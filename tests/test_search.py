@@ -339,3 +339,27 @@ def test_the_home_job_gives_each_block_its_own_task(spark, n):
     df = spark.createDataFrame([(b, keys[b]) for b in range(n)], "b long, k long")
     placed = df.repartition(n, "k").select("b", F.spark_partition_id().alias("p")).toPandas()
     assert sorted(placed.values.tolist()) == [[b, b] for b in range(n)]
+
+
+def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkeypatch, caplog):
+    """Every block in one task (as when ``_spread`` finds no key for a block), its queries in
+    Arrow batches of 7: the blocks' candidates and queries come one block after another and
+    stream through each block's index, with the same states."""
+    import logging
+    import re
+
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    monkeypatch.setattr(S, "_spread", lambda spark, n: {b: 0 for b in range(n)})
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "7")
+    try:
+        with caplog.at_level(logging.INFO, logger=S.__name__):
+            assert run_search(spark, O, A, 2, 2, block_size=10, home_from=0) == expected[2]
+    finally:
+        spark.conf.set(key, old)
+    # each query found its home's candidates before it (one visit each in the home job)
+    line = [r.getMessage() for r in caplog.records if "home blocks" in r.getMessage()][-1]
+    assert re.search(r" done, .* (\d+) of \d+ query visits", line).group(1) == str(N)

@@ -264,36 +264,30 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     holds no candidate keeps an infinite reach and is marked for every block.
 
     The queries and the candidates go to their block's task in one shuffle, a partition
-    per block (``_spread``); Spark's own grouping would hash several blocks into one
-    task, and adaptive execution would merge tasks."""
+    per block (``_spread``; Spark's own grouping would hash several blocks into one
+    task, and adaptive execution would merge tasks), sorted so that a block's candidates
+    come before its queries, which then stream through the block's index: a task holds
+    one block and a chunk of queries, however many queries have that home."""
     variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
     homes_of = _homes  # looked up here: a test may replace it
     columns = start.columns
     fresh = {column: value for column, value, _ in fold.state}
-    numpy_of = {"bigint": np.int64, "double": np.float64, "boolean": np.bool_, "int": np.int32}
-    empty = pd.DataFrame({x: np.empty(0, dtype=numpy_of.get(t, object)) for x, t in start.dtypes})
 
     def assign(batches):
         for pdf in batches:
             pdf[HOME] = homes_of(need, pdf, variables, space)
             yield pdf
 
-    def fold_home(both: pd.DataFrame) -> pd.DataFrame:
-        mine = both[GROUP].to_numpy() == 1
-        qpdf, cpdf = both.loc[~mine], both.loc[mine]
-        if len(qpdf) == 0:  # a block no query has as its home
-            return empty
-        b = int(qpdf[HOME].iat[0])
-        index = block = None
-        if len(cpdf):
-            cpdf = cpdf.sort_values(ID, kind="stable").reset_index(drop=True)
-            block = _encoded(cpdf, variables, space)
-            need.check(b, block)
-            index = CandidateIndex(block.C, block.cids, space)
-        del both, cpdf
-        out = []
-        for lo in range(0, len(qpdf), QUERY_CHUNK):
-            pdf = qpdf.iloc[lo:lo + QUERY_CHUNK].reset_index(drop=True)
+    def fold_homes(batches):
+        # each block's candidates come before its queries (the sort below): build its index,
+        # then stream its queries through it, QUERY_CHUNK at a time, so that a task holds one
+        # block and a chunk of queries, however many queries share a home
+        now = {"b": None, "cands": [], "block": None, "index": None, "built": False}
+        pending: list[pd.DataFrame] = []
+
+        def fold_chunk(qpdf: pd.DataFrame) -> pd.DataFrame:
+            b, block, index = now["b"], now["block"], now["index"]
+            pdf = qpdf.reset_index(drop=True)
             for column, value in fresh.items():
                 pdf[column] = value
             pdf[REACH], pdf[VISITS] = math.inf, 0
@@ -302,8 +296,36 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
                 pdf[VISITS] = 1
             # (a home with no candidates folded nothing: no home to skip later)
             _mark(need, pdf, variables, fold.reach(pdf), space, b if index is not None else -1)
-            out.append(pdf[columns])
-        return pd.concat(out, ignore_index=True)
+            return pdf[columns]
+
+        def flush():
+            if pending:
+                out = fold_chunk(pd.concat(pending, ignore_index=True) if len(pending) > 1 else pending[0])
+                pending.clear()
+                return [out]
+            return []
+
+        for pdf in batches:
+            h, g = pdf[HOME].to_numpy(), pdf[GROUP].to_numpy()
+            cuts = np.flatnonzero((h[1:] != h[:-1]) | (g[1:] != g[:-1])) + 1
+            for lo, hi in zip([0, *cuts], [*cuts, len(pdf)]):
+                if h[lo] != now["b"]:
+                    yield from flush()
+                    now.update(b=int(h[lo]), cands=[], block=None, index=None, built=False)
+                if g[lo] == 1:  # candidates of block b
+                    now["cands"].append(pdf.iloc[lo:hi])
+                    continue
+                if not now["built"]:
+                    if now["cands"]:
+                        cpdf = pd.concat(now["cands"], ignore_index=True).sort_values(ID, kind="stable")
+                        block = _encoded(cpdf.reset_index(drop=True), variables, space)
+                        need.check(now["b"], block)
+                        now.update(block=block, index=CandidateIndex(block.C, block.cids, space))
+                    now.update(cands=[], built=True)
+                pending.append(pdf.iloc[lo:hi])
+                if sum(len(x) for x in pending) >= QUERY_CHUNK:
+                    yield from flush()
+        yield from flush()
 
     # only what the home job reads goes through the shuffle; it adds the state
     ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
@@ -316,9 +338,11 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     spread = _spread(start.sparkSession, n_blocks)
     where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
         (F.lit(b), F.lit(k).cast("long")) for b, k in spread.items()))[F.col(HOME)], F.lit(0).cast("long"))
-    # a partition per block (grouping by the partition key too, so that Spark adds no shuffle)
-    placed = both.withColumn(GROUP_KEY, where).repartition(n_blocks, GROUP_KEY)
-    return placed.groupBy(GROUP_KEY, HOME).applyInPandas(fold_home, start.schema)
+    # a partition per block, each block's candidates first (a partition may hold several
+    # blocks when _spread found no key for one: sorted by block, they come one after another)
+    placed = (both.withColumn(GROUP_KEY, where).repartition(n_blocks, GROUP_KEY)
+              .sortWithinPartitions(HOME, F.desc(GROUP)))
+    return placed.mapInPandas(fold_homes, start.schema)
 
 
 def _spread(spark, n: int) -> dict[int, int]:
