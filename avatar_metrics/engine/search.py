@@ -17,19 +17,23 @@ carries a summary (``kernels.gower.Summary``: per variable, whether a null
 occurs, and the min and max of a number; ``Need``: and the categories it
 holds), computed by Spark before any block is fetched, from which a lower
 bound on the distance from a query to any of its records follows, safe in
-floating point (``kernels.gower.lower_bounds``). The first job is the home
-job: each query goes to its home block (one of least lower bound), every
-block in its own task (the queries and the candidates of a block reach it in
-one shuffle), and folds it; the second distance it gives a query bounds its final
-one from above, so a later block whose lower bound exceeds that (or the
-query's second distance so far) cannot change the query's result; a count
-within a radius needs only the blocks within its radius. The home job marks,
-per query, the other blocks it must search (``Need``), the later jobs fetch
-only the blocks some query is marked for, and each reads only the queries
-marked for its blocks: a query costs nothing in the passes it skips. The
-result is the same whatever the blocking and the homes; only the work
-changes, and the log says how many (query, block) visits were made of the
-full scan's, and how many query rows the later jobs read.
+floating point (``kernels.gower.lower_bounds``). The first job gives each
+query a home block and folds it: with blocks of ``search.home_from``
+candidates or more it is the home job (each query's home one of least lower
+bound, every block in its own task, the queries and the candidates of a
+block reaching it in one shuffle); with smaller blocks, block 0 is a sample
+(a hash of the id picks one candidate in ``n_blocks``), every query's home,
+folded in one pass over the queries. The second distance the home gives a
+query bounds its final one from above, so a later block whose lower bound
+exceeds that (or the query's second distance so far) cannot change the
+query's result; a count within a radius needs only the blocks within its
+radius. The first job marks, per query, the other blocks it must search
+(``Need``), the later jobs fetch only the blocks some query is marked for,
+and each reads only the queries marked for its blocks: a query costs
+nothing in the passes it skips. The result is the same whatever the
+blocking and the homes; only the work changes, and the log says how many
+(query, block) visits were made of the full scan's, and how many query rows
+the later jobs read.
 
 Two searches share this machinery, each a ``Fold``: ``nearest`` carries the
 top-2 state; ``within`` carries counts of the candidates within a per-query
