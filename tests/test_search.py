@@ -80,17 +80,21 @@ def _visits(caplog):
     return int(m.group(1)), int(m.group(2))
 
 
-@pytest.mark.parametrize("first", ["sample", "home"])
+@pytest.mark.parametrize("first", ["sample", "home", "home in 3 shares"])
 def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog, monkeypatch, first):
     """Two clusters apart on a category: blocks by locality hold one cluster each, and the
     queries of the other skip them (fewer visits than a full scan), with the same states;
-    the first job the sample block's (small blocks) or the home job."""
+    the first job the sample block's (small blocks) or the home job, each block's queries
+    in 2 tasks (6 query partitions, 4 blocks) or 3."""
     import logging
     import re
 
     import avatar_metrics.engine.search as S
 
     O, A = frames
+    home = first.startswith("home")
+    if first == "home in 3 shares":
+        monkeypatch.setattr(S, "_home_shares", lambda parts, n_blocks: 3)
     half = np.arange(N) < N // 2
     O = O.assign(cat2=np.where(half, "a", "b"))
     A = A.assign(cat2=np.where(half, "a", "b"))
@@ -104,14 +108,15 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog, monke
     try:
         with caplog.at_level(logging.INFO, logger=S.__name__):
             # (the home job's output goes to the queries' 6 partitions: more than its 4 blocks)
-            assert run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if first == "home" else 50_000,
-                              query_partitions=6 if first == "home" else None) == want
+            assert run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if home else 50_000,
+                              query_partitions=6 if home else None) == want
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", old)
     visits, full = _visits(caplog)
     assert full >= N * 2 and visits < full
-    # every query's home holds candidates: one visit each in the first job
-    label = "home blocks" if first == "home" else "sample block of"
+    # every query's home holds candidates: one visit each in the first job (with its block's
+    # candidates in each share of the home job)
+    label = "home blocks" if home else "sample block of"
     line = [r.getMessage() for r in caplog.records if label in r.getMessage()][-1]
     assert re.search(r" done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
     # the later jobs read only the queries the first job marked for their blocks
@@ -339,6 +344,17 @@ def test_the_home_job_gives_each_block_its_own_task(spark, n):
     df = spark.createDataFrame([(b, keys[b]) for b in range(n)], "b long, k long")
     placed = df.repartition(n, "k").select("b", F.spark_partition_id().alias("p")).toPandas()
     assert sorted(placed.values.tolist()) == [[b, b] for b in range(n)]
+
+
+@pytest.mark.parametrize("parts,n_blocks,shares", [(None, 4, 1), (6, 4, 2), (8, 4, 2), (9, 4, 3), (8, 20, 1), (400, 4, 100)])
+def test_the_home_job_has_a_task_per_query_partition(parts, n_blocks, shares):
+    """The home job splits each block's queries into shares, so that it has at least as many
+    tasks as the queries' partitions: with one task per block, a cluster of many more cores
+    than blocks would wait on a few."""
+    import avatar_metrics.engine.search as S
+
+    assert S._home_shares(parts, n_blocks) == shares
+    assert n_blocks * shares >= (parts or 0)
 
 
 def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkeypatch, caplog):

@@ -20,9 +20,10 @@ bound on the distance from a query to any of its records follows, safe in
 floating point (``kernels.gower.lower_bounds``). The first job gives each
 query a home block and folds it: with blocks of ``search.home_from``
 candidates or more it is the home job (each query's home one of least lower
-bound, every block in its own task, the queries and the candidates of a
-block reaching it in one shuffle); with smaller blocks, block 0 is a sample
-(a hash of the id picks one candidate in ``n_blocks``), every query's home,
+bound; a block's queries split over tasks by a hash of their id, as many
+tasks in all as query partitions, each receiving the block's candidates and
+its queries in one shuffle); with smaller blocks, block 0 is a sample (a
+hash of the id picks one candidate in ``n_blocks``), every query's home,
 folded in one pass over the queries. The second distance the home gives a
 query bounds its final one from above, so a later block whose lower bound
 exceeds that (or the query's second distance so far) cannot change the
@@ -263,15 +264,18 @@ def _mark(need: Need, pdf: pd.DataFrame, variables, reach: np.ndarray, space: Sp
 
 def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: int) -> DataFrame:
     """The first job of a search by blocks: each query folds its home block (``_homes``: one
-    of least lower bound), every block in its own task, and marks the other blocks it
-    must search later (``Need.bits``), from its reach after its home. A query whose home
-    holds no candidate keeps an infinite reach and is marked for every block.
+    of least lower bound), and marks the other blocks it must search later (``Need.bits``),
+    from its reach after its home. A query whose home holds no candidate keeps an infinite
+    reach and is marked for every block.
 
-    The queries and the candidates go to their block's task in one shuffle, a partition
-    per block (``_spread``; Spark's own grouping would hash several blocks into one
-    task, and adaptive execution would merge tasks), sorted so that a block's candidates
-    come before its queries, which then stream through the block's index: a task holds
-    one block and a chunk of queries, however many queries have that home."""
+    A block's queries are split into shares by a hash of their id (``_home_shares``: as
+    many tasks in all as the queries' partitions, at least one per block), and every
+    share receives the block's candidates. The queries and the candidates go to their
+    (block, share)'s task in one shuffle, a partition each (``_spread``; Spark's own
+    grouping would hash several into one task, and adaptive execution would merge
+    tasks), sorted so that a block's candidates come before its queries, which then
+    stream through the block's index: a task holds one block and a chunk of queries,
+    however many queries have that home."""
     variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
     homes_of = _homes  # looked up here: a test may replace it
     columns = start.columns
@@ -282,71 +286,82 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
             pdf[HOME] = homes_of(need, pdf, variables, space)
             yield pdf
 
+    def fold_chunk(b: int, block: Block | None, index: CandidateIndex | None, qpdf: pd.DataFrame) -> pd.DataFrame:
+        pdf = qpdf.reset_index(drop=True)
+        for column, value in fresh.items():
+            pdf[column] = value
+        pdf[REACH], pdf[VISITS] = math.inf, 0
+        if index is not None:
+            fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt, pdf)
+            pdf[VISITS] = 1
+        # (a home with no candidates folded nothing: no home to skip later)
+        _mark(need, pdf, variables, fold.reach(pdf), space, b if index is not None else -1)
+        return pdf[columns]
+
     def fold_homes(batches):
-        # each block's candidates come before its queries (the sort below): build its index,
-        # then stream its queries through it, QUERY_CHUNK at a time, so that a task holds one
-        # block and a chunk of queries, however many queries share a home
-        now = {"b": None, "cands": [], "block": None, "index": None, "built": False}
-        pending: list[pd.DataFrame] = []
+        # each task's rows come sorted by (home, share), a block's candidates before its
+        # queries: build the block's index, then stream its queries through it, QUERY_CHUNK
+        # at a time, so that a task holds one block and a chunk of queries, however many
+        # queries share a home
+        for (b, _), rows in itertools.groupby(_runs(batches), key=lambda r: r[0]):
+            cands, queries = [], None
+            for _, candidate, part in rows:
+                if not candidate:  # the first of the queries: the rest of the runs are queries too
+                    queries = itertools.chain([part], (part for _, _, part in rows))
+                    break
+                cands.append(part)
+            if queries is None:  # candidates no query has for home
+                continue
+            block = index = None
+            if cands:
+                cpdf = pd.concat(cands, ignore_index=True).sort_values(ID, kind="stable").reset_index(drop=True)
+                block = _encoded(cpdf, variables, space)
+                need.check(b, block)
+                index = CandidateIndex(block.C, block.cids, space)
+            for qpdf in _rechunk(queries, QUERY_CHUNK):
+                yield fold_chunk(b, block, index, qpdf)
 
-        def fold_chunk(qpdf: pd.DataFrame) -> pd.DataFrame:
-            b, block, index = now["b"], now["block"], now["index"]
-            pdf = qpdf.reset_index(drop=True)
-            for column, value in fresh.items():
-                pdf[column] = value
-            pdf[REACH], pdf[VISITS] = math.inf, 0
-            if index is not None:
-                fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt, pdf)
-                pdf[VISITS] = 1
-            # (a home with no candidates folded nothing: no home to skip later)
-            _mark(need, pdf, variables, fold.reach(pdf), space, b if index is not None else -1)
-            return pdf[columns]
-
-        def flush():
-            if pending:
-                out = fold_chunk(pd.concat(pending, ignore_index=True) if len(pending) > 1 else pending[0])
-                pending.clear()
-                return [out]
-            return []
-
-        for pdf in batches:
-            h, g = pdf[HOME].to_numpy(), pdf[GROUP].to_numpy()
-            cuts = np.flatnonzero((h[1:] != h[:-1]) | (g[1:] != g[:-1])) + 1
-            for lo, hi in zip([0, *cuts], [*cuts, len(pdf)]):
-                if h[lo] != now["b"]:
-                    yield from flush()
-                    now.update(b=int(h[lo]), cands=[], block=None, index=None, built=False)
-                if g[lo] == 1:  # candidates of block b
-                    now["cands"].append(pdf.iloc[lo:hi])
-                    continue
-                if not now["built"]:
-                    if now["cands"]:
-                        cpdf = pd.concat(now["cands"], ignore_index=True).sort_values(ID, kind="stable")
-                        block = _encoded(cpdf.reset_index(drop=True), variables, space)
-                        need.check(now["b"], block)
-                        now.update(block=block, index=CandidateIndex(block.C, block.cids, space))
-                    now.update(cands=[], built=True)
-                pending.append(pdf.iloc[lo:hi])
-                if sum(len(x) for x in pending) >= QUERY_CHUNK:
-                    yield from flush()
-        yield from flush()
-
-    # only what the home job reads goes through the shuffle; it adds the state
+    # only what the home job reads goes through the shuffle; it adds the state. A block's
+    # queries go to `shares` tasks by a hash of their id, and its candidates to each of
+    # them: the home job then has as many tasks as the queries have partitions (the sample
+    # block's job has that many), not one per block, which would leave cores idle
+    shares = _home_shares(run.parts, n_blocks)
     ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
     kinds = dict(start.dtypes)
     queries = start.select(*ours, F.lit(-1).cast("long").alias(HOME))
-    homed = queries.mapInPandas(assign, queries.schema).withColumn(GROUP, F.lit(0))
+    homed = (queries.mapInPandas(assign, queries.schema)
+             .withColumns({SHARE: F.pmod(F.xxhash64(ID), F.lit(shares)), GROUP: F.lit(0)}))
     cands = c.select(ID, *ours[1:len(variables) + 1], *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry],
-                     F.col("__am_block").cast("long").alias(HOME), F.lit(1).alias(GROUP))
+                     F.col("__am_block").cast("long").alias(HOME),
+                     F.explode(F.sequence(F.lit(0).cast("long"), F.lit(shares - 1).cast("long"))).alias(SHARE),
+                     F.lit(1).alias(GROUP))
     both = homed.unionByName(cands)
-    spread = _spread(start.sparkSession, n_blocks)
+    tasks = n_blocks * shares
+    spread = _spread(start.sparkSession, tasks)
     where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
-        (F.lit(b), F.lit(k).cast("long")) for b, k in spread.items()))[F.col(HOME)], F.lit(0).cast("long"))
-    # a partition per block, each block's candidates first (a partition may hold several
-    # blocks when _spread found no key for one: sorted by block, they come one after another)
-    placed = (both.withColumn(GROUP_KEY, where).repartition(n_blocks, GROUP_KEY)
-              .sortWithinPartitions(HOME, F.desc(GROUP)))
+        (F.lit(t), F.lit(k).cast("long")) for t, k in spread.items()))[F.col(HOME) * shares + F.col(SHARE)],
+        F.lit(0).cast("long"))
+    # a partition per (block, share), each block's candidates first (a partition may hold
+    # several when _spread found no key for one: sorted, they come one after another)
+    placed = (both.withColumn(GROUP_KEY, where).repartition(tasks, GROUP_KEY)
+              .sortWithinPartitions(HOME, SHARE, F.desc(GROUP)))
     return placed.mapInPandas(fold_homes, start.schema)
+
+
+def _home_shares(parts: int | None, n_blocks: int) -> int:
+    """Tasks per block in the home job: enough for as many tasks as the queries' partitions."""
+    return max(1, -(-(parts or 0) // n_blocks))
+
+
+def _runs(batches):
+    """The home job's rows as runs alike: ((home, share), a candidates' run?, rows), in order."""
+    for pdf in batches:
+        if len(pdf) == 0:
+            continue
+        home, share, group = (pdf[x].to_numpy() for x in (HOME, SHARE, GROUP))
+        cuts = np.flatnonzero((home[1:] != home[:-1]) | (share[1:] != share[:-1]) | (group[1:] != group[:-1])) + 1
+        for lo, hi in itertools.pairwise([0, *cuts, len(pdf)]):
+            yield (int(home[lo]), int(share[lo])), bool(group[lo] == 1), pdf.iloc[lo:hi]
 
 
 def _spread(spark, n: int) -> dict[int, int]:
@@ -360,9 +375,10 @@ def _spread(spark, n: int) -> dict[int, int]:
     return {b: found.get(b, b) for b in range(n)}
 
 
-# in the home job: 1 for a candidate's row, 0 for a query's; and where a row's block goes
+# in the home job: 1 for a candidate's row, 0 for a query's; where a row goes
 GROUP = "__am_candidate"
 GROUP_KEY = "__am_where"
+SHARE = "__am_share"  # which of its block's tasks a row goes to
 
 
 def _homes(need: Need, pdf: pd.DataFrame, variables, space: Space) -> np.ndarray:
@@ -456,8 +472,7 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
     initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
     run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold, remote=is_connect(queries),
-               n_candidates=n_candidates, block_size=search.block_size, parts=parts,
-               home_from=search.home_from)
+               n_candidates=n_candidates, settings=search, parts=parts)
     if run.remote:
         run.cap = closure_cap(queries.sparkSession)
     if n_blocks == 1:
@@ -486,10 +501,9 @@ class _Run:
     fold: Fold
     remote: bool
     n_candidates: int
+    settings: SearchSettings
     cap: int | None = None  # Spark Connect: bytes a block's closure may take
-    block_size: int = 250_000
     parts: int | None = None  # the queries' partitions, when the search set them
-    home_from: int = 50_000  # candidates per block from which the first job is the home job
     fetch: Fetch = field(default_factory=lambda: Fetch())
     t0: float = field(default_factory=time.perf_counter)
     done: int = 0  # candidates folded (or known to need no later pass)
@@ -516,7 +530,7 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     Spark Connect), ``CHAIN`` pieces per job. The chains' states, and what to unpersist."""
     chains, n_pieces = [], 0
     pieces = _blocks(c.withColumn("__am_block", F.lit(0)), [0], run.variables, None, run.cap, run.name,
-                     run.block_size, run.fetch)
+                     run.settings.block_size, run.fetch)
     try:
         while batch := list(itertools.islice(pieces, CHAIN)):
             state = initial
@@ -544,7 +558,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     more, else the sample block's (every query's home the sample block): a home job costs
     a shuffle and a task per block, more than it saves on small blocks. The chains' states
     (the first job's first), and what to unpersist."""
-    home = run.n_candidates / n_blocks >= run.home_from
+    home = run.n_candidates / n_blocks >= run.settings.home_from
     c = _by_locality(c, run.variables, n_blocks, sample=not home).cache()
     try:
         need = _need(c, run.variables, n_blocks)
@@ -571,7 +585,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
                              *fresh, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
                              HOME, *need.columns)
         read = 0
-        pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.block_size, run.fetch)
+        pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch)
         try:
             while batch := list(itertools.islice(pieces, CHAIN)):
                 # only the queries the first job marked for one of these blocks (the passes check
@@ -607,7 +621,7 @@ def _sample_job(run: _Run, start: DataFrame, c: DataFrame, need: Need) -> DataFr
     in one or more slices), which becomes its home, and marks the other blocks it must
     search from its reach there (on the last slice's pass)."""
     state = start
-    pieces = list(_blocks(c, [0], run.variables, run.space, run.cap, run.name, run.block_size, run.fetch))
+    pieces = list(_blocks(c, [0], run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch))
     for k, (block, n_rows, b) in enumerate(pieces):
         need.check(b, block)
         state = _pass(state, block, b, run.variables, run.space, run.salt, start.schema, run.fold,
