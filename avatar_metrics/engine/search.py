@@ -20,11 +20,11 @@ bound on the distance from a query to any of its records follows, safe in
 floating point (``kernels.gower.lower_bounds``). The first job gives each
 query a home block and folds it: with blocks of ``search.home_from``
 candidates or more it is the home job (each query's home one of least lower
-bound; a block's queries split over tasks by a hash of their id, as many
-tasks in all as query partitions, each receiving the block's candidates and
-its queries in one shuffle); with smaller blocks, block 0 is a sample (a
-hash of the id picks one candidate in ``n_blocks``), every query's home,
-folded in one pass over the queries. The second distance the home gives a
+bound; a block's queries split over tasks by a hash of their id, half as
+many tasks in all as query partitions or more, each receiving the block's
+candidates and its queries in one shuffle); with smaller blocks, block 0 is
+a sample (a hash of the id picks one candidate in ``n_blocks``), every
+query's home, folded in one pass over the queries. The second distance the home gives a
 query bounds its final one from above, so a later block whose lower bound
 exceeds that (or the query's second distance so far) cannot change the
 query's result; a count within a radius needs only the blocks within its
@@ -268,9 +268,9 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     from its reach after its home. A query whose home holds no candidate keeps an infinite
     reach and is marked for every block.
 
-    A block's queries are split into shares by a hash of their id (``_home_shares``: as
-    many tasks in all as the queries' partitions, at least one per block), and every
-    share receives the block's candidates. The queries and the candidates go to their
+    A block's queries are split into shares by a hash of their id (``_home_shares``: half
+    as many tasks in all as the queries' partitions or more, one per block at least), and
+    every share receives the block's candidates. The queries and the candidates go to their
     (block, share)'s task in one shuffle, a partition each (``_spread``; Spark's own
     grouping would hash several into one task, and adaptive execution would merge
     tasks), sorted so that a block's candidates come before its queries, which then
@@ -323,8 +323,8 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
 
     # only what the home job reads goes through the shuffle; it adds the state. A block's
     # queries go to `shares` tasks by a hash of their id, and its candidates to each of
-    # them: the home job then has as many tasks as the queries have partitions (the sample
-    # block's job has that many), not one per block, which would leave cores idle
+    # them: the home job then has at least half as many tasks as the queries have
+    # partitions, not one per block, which would leave the cores of a cluster idle
     shares = _home_shares(run.parts, n_blocks)
     ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
     kinds = dict(start.dtypes)
@@ -349,8 +349,12 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
 
 
 def _home_shares(parts: int | None, n_blocks: int) -> int:
-    """Tasks per block in the home job: enough for as many tasks as the queries' partitions."""
-    return max(1, -(-(parts or 0) // n_blocks))
+    """Tasks per block in the home job: enough for half as many tasks as the queries'
+    partitions or more. Set as advised, 2 to 4 partitions per core, that is a task per core
+    or more; not all of them, because every share of a block receives its candidates and
+    builds its index (measured on 2 cores, 8 partitions, 4 blocks: two shares a block were
+    no faster than one)."""
+    return max(1, -(-(parts or 0) // (2 * n_blocks)))
 
 
 def _runs(batches):
