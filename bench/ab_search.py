@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from run import KNOWN, data_for
+from run import KNOWN, local_inputs
 
 
 def main() -> None:
@@ -35,18 +35,11 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT / "bench" / "data")
     args = ap.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    from avatar_metrics.config import SearchSettings, as_config
+    _, inputs = local_inputs(args.n, args.data, shuffle_partitions=4)
+    from avatar_metrics.config import SearchSettings
     from avatar_metrics.engine.search import nearest
-    from avatar_metrics.schema import Variable, prepare_inputs, ranges_of
+    from avatar_metrics.schema import Variable, ranges_of
 
-    data = data_for(args.n, args.data)
-    inputs = prepare_inputs(spark.read.parquet(str(data / "originals.parquet")),
-                            spark.read.parquet(str(data / "avatars.parquet")), None, as_config({}))
     every = [Variable(k, v) for k, v in inputs.variables.items()]
     searches = {"every": every, "known": [v for v in every if v.name in KNOWN]}
     firsts = {"home job": 0, "sample block": 10**9}

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from run import data_for  # noqa: E402
+from run import local_inputs  # noqa: E402
 
 
 def main() -> None:
@@ -41,21 +41,13 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT / "bench" / "data")
     args = ap.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", "8").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    _, inputs = local_inputs(args.n, args.data, shuffle_partitions=8)
     import avatar_metrics.engine.search as S
-    from avatar_metrics.config import as_config
     from avatar_metrics.io import ID
     from avatar_metrics.kernels.gower import Space, State
     from avatar_metrics.kernels.index import CandidateIndex
-    from avatar_metrics.schema import prepare_inputs, ranges_of
+    from avatar_metrics.schema import ranges_of
 
-    data = data_for(args.n, args.data)
-    inputs = prepare_inputs(spark.read.parquet(str(data / "originals.parquet")),
-                            spark.read.parquet(str(data / "avatars.parquet")), None, as_config({}))
     variables = inputs.typed()
     ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))

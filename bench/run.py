@@ -44,6 +44,22 @@ SEED_METRICS = ("linkability_protection_rate", "closest_rate", "knowledge_protec
                 "column_direct_match_protection")
 
 
+def local_inputs(n: int, folder: Path, shuffle_partitions: int):
+    """For the benches that run in one process: a local[2] Spark session, and the checked
+    inputs (originals, avatars) of the default shape at size ``n``, generated under ``folder``."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
+             .config("spark.sql.shuffle.partitions", str(shuffle_partitions)).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    from avatar_metrics.config import as_config
+    from avatar_metrics.schema import prepare_inputs
+
+    data = data_for(n, folder)
+    return spark, prepare_inputs(spark.read.parquet(str(data / "originals.parquet")),
+                                 spark.read.parquet(str(data / "avatars.parquet")), None, as_config({}))
+
+
 def data_for(n: int, folder: Path, shape: str = "default") -> Path:
     """The three tables of ``shape`` at size n, generated once; the known variables in known.json."""
     out = folder / (f"n{n}" if shape == "default" else f"{shape}-n{n}")
