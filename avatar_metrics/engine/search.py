@@ -304,22 +304,21 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
         # at a time, so that a task holds one block and a chunk of queries, however many
         # queries share a home
         for (b, _), rows in itertools.groupby(_runs(batches), key=lambda r: r[0]):
-            cands, queries = [], None
-            for _, candidate, part in rows:
-                if not candidate:  # the first of the queries: the rest of the runs are queries too
-                    queries = itertools.chain([part], (part for _, _, part in rows))
-                    break
-                cands.append(part)
-            if queries is None:  # candidates no query has for home
-                continue
-            block = index = None
-            if cands:
-                cpdf = pd.concat(cands, ignore_index=True).sort_values(ID, kind="stable").reset_index(drop=True)
-                block = _encoded(cpdf, variables, space)
-                need.check(b, block)
-                index = CandidateIndex(block.C, block.cids, space)
-            for qpdf in _rechunk(queries, QUERY_CHUNK):
-                yield fold_chunk(b, block, index, qpdf)
+            cands = []
+            for candidate, group in itertools.groupby(rows, key=lambda r: r[1]):
+                parts = (part for _, _, part in group)
+                if candidate:
+                    cands = list(parts)
+                    continue
+                # the queries: the block's index is built only for a home some query has
+                block = index = None
+                if cands:
+                    cpdf = pd.concat(cands, ignore_index=True).sort_values(ID, kind="stable").reset_index(drop=True)
+                    block = _encoded(cpdf, variables, space)
+                    need.check(b, block)
+                    index = CandidateIndex(block.C, block.cids, space)
+                for qpdf in _rechunk(parts, QUERY_CHUNK):
+                    yield fold_chunk(b, block, index, qpdf)
 
     # only what the home job reads goes through the shuffle; it adds the state. A block's
     # queries go to `shares` tasks by a hash of their id, and its candidates to each of
