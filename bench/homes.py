@@ -10,7 +10,9 @@ would carry out of its first job, and the blocks it would then search in
 all: those of lower bound not above that d2 (the home among them), and the
 sample block itself when it is the first job:
 
-- home: the block ``_homes`` picks (least lower bound, ties by a hash of the id);
+- home: the block ``_homes`` picks (least lower bound; of tied blocks, the one whose
+  range of the blocks' sort holds the original's own key, else one by a hash of the id);
+- hash pick: least lower bound, ties by a hash of the id alone;
 - sample: a uniform sample of 1 avatar in n_blocks (the sample block's job);
 - best of tied: the block of least d2 among those of least lower bound;
 - best block: the block of least d2 of all.
@@ -52,10 +54,12 @@ def main() -> None:
     ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
     n_blocks = max(1, -(-inputs.n_avatars // args.block_size))
-    c = S._by_locality(S._select(inputs.avatars, variables), variables, n_blocks).cache()
-    need = S._need(c, variables, n_blocks)
-    q = S._select(inputs.originals, variables).sample(fraction=min(1.0, args.sample / inputs.n_originals),
-                                                      seed=1).toPandas()
+    a = S._select(inputs.avatars, variables)
+    order = S._locality_order(a, variables)
+    c = S._by_locality(a, variables, n_blocks, order=order).cache()
+    need = S._need(c, variables, n_blocks, order=order)
+    q = (S._select(inputs.originals, variables).sample(fraction=min(1.0, args.sample / inputs.n_originals), seed=1)
+         .withColumn(S.RANGED, need.ranged()).toPandas())
     qids = q[ID].to_numpy(dtype=np.int64)
     lb = need.bounds(q, variables, space)
 
@@ -68,17 +72,21 @@ def main() -> None:
     D = np.column_stack([d2_against(c.filter(c["__am_block"] == int(b)).drop("__am_block").toPandas())
                          for b in need.blocks])
     homes = S._homes(need, q, variables, space)
+    hashed = S._homes(need, q.drop(columns=S.RANGED), variables, space)
     rows = np.arange(len(q))
     tied = lb <= lb.min(axis=1, keepdims=True)
     sample = S._select(inputs.avatars, variables).sample(fraction=1 / n_blocks, seed=3).toPandas()
     firsts = {
         "home": D[rows, [need.blocks.index(b) for b in homes]],
+        "hash pick": D[rows, [need.blocks.index(b) for b in hashed]],
         "sample": d2_against(sample),
         "best of tied": np.where(tied, D, np.inf).min(axis=1),
         "best block": D.min(axis=1),
     }
+    own = q[S.RANGED].to_numpy()
     print(f"n = {args.n:,}, {len(need.blocks)} blocks, {len(q):,} originals sampled; "
-          f"{100 * (tied.sum(axis=1) > 1).mean():.1f} % of them have several blocks of least lower bound")
+          f"{100 * (tied.sum(axis=1) > 1).mean():.1f} % of them have several blocks of least lower bound; "
+          f"the block whose range holds an original is one of them for {100 * tied[rows, own].mean():.1f} %")
     for name, d2 in firsts.items():
         blocks = (lb <= d2[:, None]).sum(axis=1) + (name == "sample")
         p10, p50, p90 = np.quantile(d2, [0.1, 0.5, 0.9])

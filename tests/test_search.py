@@ -312,6 +312,44 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, ma
     assert (lb[np.arange(len(lb)), [need.blocks.index(b) for b in home]] == lb.min(axis=1)).all()
 
 
+@pytest.mark.parametrize("subset,n_blocks", [(0, 6), (1, 4), (2, 3)])
+def test_a_record_ranges_into_its_own_block(spark, frames, subset, n_blocks):
+    """``Need.ranged``, from each block's least sort key: every candidate, taken as a query, is
+    placed in its own block, with nulls, NaN, booleans, ties and a constant variable among the
+    keys (a comparison of the keys other than the sort's would place some elsewhere); and
+    ``_homes`` takes that block when it is one of least lower bound, else a tied one."""
+    import avatar_metrics.engine.search as S
+    from avatar_metrics.kernels.gower import Space
+
+    O, A = frames
+    cfg = as_config({"row_key": "rid"})
+    inputs = prepare_inputs(to_spark(spark, O.assign(rid=np.arange(len(O))), 2),
+                            to_spark(spark, A.assign(rid=np.arange(len(A))), 3), None, cfg)
+    try:
+        variables = [Variable(v, KINDS[v]) for v in SUBSETS[subset]]
+        ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
+        space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
+        a = S._select(inputs.avatars, variables)
+        order = S._locality_order(a, variables)
+        c = S._by_locality(a, variables, n_blocks, order=order).cache()
+        need = S._need(c, variables, n_blocks, order=order)
+        placed = c.withColumn(S.RANGED, need.ranged()).toPandas()
+        queries = S._select(inputs.originals, variables).withColumn(S.RANGED, need.ranged()).toPandas()
+        c.unpersist()
+    finally:
+        release(inputs)
+    assert len(need.blocks) > 1
+    assert (placed[S.RANGED].to_numpy() == [need.blocks.index(b) for b in placed["__am_block"]]).all()
+    assert (S._homes(need, placed, variables, space) == placed["__am_block"].to_numpy()).all()
+    home = S._homes(need, queries, variables, space)
+    lb = need.bounds(queries, variables, space)
+    rows = np.arange(len(lb))
+    assert (lb[rows, [need.blocks.index(b) for b in home]] == lb.min(axis=1)).all()
+    own = queries[S.RANGED].to_numpy()
+    tied = lb[rows, own] == lb.min(axis=1)
+    assert ((home == np.asarray(need.blocks)[own]) | ~tied).all()
+
+
 def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
     """Marks from a summary that does not cover its block could skip a candidate that matters:
     the search stops instead."""
@@ -320,8 +358,8 @@ def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
     O, A = frames
     real = S._need
 
-    def narrow(c, variables, n):
-        need = real(c, variables, n)
+    def narrow(c, variables, n, **kw):
+        need = real(c, variables, n, **kw)
         for s in need.summaries:
             s.nulls[:] = False
             s.hi[:] = s.lo - 1.0

@@ -284,7 +284,7 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     def assign(batches):
         for pdf in batches:
             pdf[HOME] = homes_of(need, pdf, variables, space)
-            yield pdf
+            yield pdf.drop(columns=RANGED)
 
     def fold_chunk(b: int, block: Block | None, index: CandidateIndex | None, qpdf: pd.DataFrame) -> pd.DataFrame:
         pdf = qpdf.reset_index(drop=True)
@@ -328,7 +328,8 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
     kinds = dict(start.dtypes)
     queries = start.select(*ours, F.lit(-1).cast("long").alias(HOME))
-    homed = (queries.mapInPandas(assign, queries.schema)
+    homed = (start.select(*ours, F.lit(-1).cast("long").alias(HOME), need.ranged().alias(RANGED))
+             .mapInPandas(assign, queries.schema)
              .withColumns({SHARE: F.pmod(F.xxhash64(ID), F.lit(shares)), GROUP: F.lit(0)}))
     cands = c.select(ID, *ours[1:len(variables) + 1], *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry],
                      F.col("__am_block").cast("long").alias(HOME),
@@ -378,22 +379,33 @@ def _spread(spark, n: int) -> dict[int, int]:
     return {b: found.get(b, b) for b in range(n)}
 
 
-# in the home job: 1 for a candidate's row, 0 for a query's; where a row goes
+# in the home job: 1 for a candidate's row, 0 for a query's; where a row goes; the
+# position of the block whose range holds a query's sort key (``Need.ranged``)
+RANGED = "__am_ranged"
 GROUP = "__am_candidate"
 GROUP_KEY = "__am_where"
 SHARE = "__am_share"  # which of its block's tasks a row goes to
 
 
 def _homes(need: Need, pdf: pd.DataFrame, variables, space: Space) -> np.ndarray:
-    """Per query, its home block: of the blocks of least lower bound, one picked by a hash of
-    its id (queries alike spread over the blocks alike). Any choice gives the same
-    result; a near one gives a small first reach, so that few blocks are left to search."""
+    """Per query, its home block: one of least lower bound, the block whose range of the
+    blocks' sort holds the query's own key when it is one of them (``RANGED``, from
+    ``Need.ranged``), else one picked by a hash of its id (queries alike spread over the
+    blocks alike). Any choice gives the same result; a near one gives a small first reach,
+    so that few blocks are left to search. Many queries tie at a lower bound of 0 (at
+    5,000,000 default-shape records, 61 %), and a hash pick among the tied blocks often
+    lands on one far from the query (``bench/homes.py``)."""
     lb = np.nan_to_num(need.bounds(pdf, variables, space), nan=np.inf)
     tied = lb <= lb.min(axis=1, keepdims=True)
     count = tied.sum(axis=1).astype(np.uint64)
     mixed = pdf[ID].to_numpy(dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     pick = (mixed >> np.uint64(32)) % np.maximum(count, np.uint64(1))
     j = np.argmax(tied & (np.cumsum(tied, axis=1) - 1 == pick[:, None].astype(np.int64)), axis=1)
+    if RANGED in pdf.columns and len(pdf):
+        own = pdf[RANGED].to_numpy(dtype=np.float64, na_value=np.nan)
+        ok = (own >= 0) & (own < len(need.blocks))  # (NaN: not known)
+        at = np.where(ok, own, 0).astype(np.int64)
+        j = np.where(ok & tied[np.arange(len(pdf)), at], at, j)
     return np.asarray(need.blocks, dtype=np.int64)[j]
 
 
@@ -562,9 +574,11 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     a shuffle and a task per block, more than it saves on small blocks. The chains' states
     (the first job's first), and what to unpersist."""
     home = run.n_candidates / n_blocks >= run.settings.home_from
-    c = _by_locality(c, run.variables, n_blocks, sample=not home).cache()
+    order = _locality_order(c, run.variables)
+    c = _by_locality(c, run.variables, n_blocks, sample=not home, order=order).cache()
     try:
-        need = _need(c, run.variables, n_blocks)
+        # (the home job picks, among a query's blocks of least bound, the one whose range holds it)
+        need = _need(c, run.variables, n_blocks, order=order if home else None)
         run.done = sum(need.rows)
         run.check_count()  # before any work: a candidate in no block
         start = initial.select("*", F.lit(-1).cast("long").alias(HOME),
@@ -643,21 +657,40 @@ VISITS = "__am_visits"
 HOME = "__am_home"
 
 
-def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False) -> DataFrame:
-    """The candidates with ``__am_block``: ranges of the candidates sorted by their
-    categories, those of most levels first, then their numbers (then a hash of
-    the id, so that equal records spread over blocks). Records of a block share
-    values, so a block's summary bounds the distance of a query far from them
-    well. With ``sample``, block 0 is a sample instead (a hash of the id picks
-    one candidate in ``n_blocks``) and the ranges are blocks 1 on. Which block
-    a record lands in never changes a result, only the work."""
+def _locality_order(c: DataFrame, variables) -> list[str]:
+    """The variables' columns in the order the blocks sort the candidates: categories of
+    most levels first (one Spark job counts them, approximately), then numbers."""
     cats = [f"v{i}" for i, v in enumerate(variables) if v.kind == "categorical"]
     nums = [f"v{i}" for i, v in enumerate(variables) if v.kind != "categorical"]
     if cats:
         row = c.agg(*[F.approx_count_distinct(x).alias(x) for x in cats]).first()
         cats = sorted(cats, key=lambda x: -row[x])
+    return [*cats, *nums]
+
+
+HASHED = "__am_hashed"
+
+
+def _sort_key(order: Sequence[str]):
+    """A record's place in the blocks' sort: its ``order`` columns, then a hash of its id
+    (so that equal records spread over blocks), as one struct (Spark's ordering of structs
+    is that of the sort: field by field, nulls first, NaN last)."""
+    return F.struct(*[F.col(x).alias(x) for x in order], F.xxhash64(F.col(ID)).alias(HASHED))
+
+
+def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False,
+                 order: Sequence[str] | None = None) -> DataFrame:
+    """The candidates with ``__am_block``: ranges of the candidates sorted by their
+    categories, those of most levels first, then their numbers (then a hash of
+    the id, so that equal records spread over blocks): ``_locality_order``, unless
+    ``order`` is given. Records of a block share
+    values, so a block's summary bounds the distance of a query far from them
+    well. With ``sample``, block 0 is a sample instead (a hash of the id picks
+    one candidate in ``n_blocks``) and the ranges are blocks 1 on. Which block
+    a record lands in never changes a result, only the work."""
+    order = _locality_order(c, variables) if order is None else order
     hashed = F.xxhash64(F.col(ID))
-    keys = [*cats, *nums, hashed]
+    keys = [_sort_key(order)]  # (one struct: ``Need.ranged`` compares it with each block's least)
     # (Spark may make fewer ranges than asked, never more; the least() keeps every id among the blocks)
     if not sample:
         return c.repartitionByRange(n_blocks, *keys).withColumn(
@@ -707,6 +740,8 @@ class Need:
     present: list[list]  # per block, per variable: bool over the union and a last False, or None
     words: int
     rows: list[int] = field(default_factory=list)  # per block, its candidates
+    order: list | None = None  # the blocks' sort (column, Spark type), when they are ranges of it
+    lows: list | None = None  # per block, its least sort key (a tuple), with ``order``
 
     @property
     def columns(self) -> list[str]:
@@ -745,6 +780,22 @@ class Need:
             out[:, j] = lower_bounds(Q, self.summaries[j], space)
         return out
 
+    def ranged(self):
+        """Per query (a Spark column), the position in ``blocks`` of the block whose range of
+        the blocks' sort holds the query's own sort key (``_sort_key``): the last block whose
+        least key is not above it, the first when it is below them all. Spark compares the
+        keys, by the ordering that cut the blocks. Null without ``order``."""
+        if self.order is None:
+            return F.lit(None).cast("long")
+        key = _sort_key([x for x, _ in self.order])
+        kinds = [kind for _, kind in self.order] + ["bigint"]
+        names = [x for x, _ in self.order] + [HASHED]
+        at = [F.when(key >= F.struct(*[F.lit(v).cast(t).alias(x) for v, t, x in zip(low, kinds, names)]),
+                     F.lit(j).cast("long"))
+              for j, low in enumerate(self.lows) if j > 0]
+        return F.coalesce(F.greatest(*at), F.lit(0).cast("long")) if len(at) > 1 else \
+            F.coalesce(*at, F.lit(0).cast("long"))
+
     @staticmethod
     def marked(b: int):
         """Whether a query is marked for block ``b`` (a Spark column)."""
@@ -779,9 +830,10 @@ class Need:
                                "this is a bug, please report it with the log")
 
 
-def _need(c: DataFrame, variables, n_blocks: int) -> Need:
-    """Every block's summary and categorical values, in one Spark job over the candidates."""
-    aggs = []
+def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = None) -> Need:
+    """Every block's summary and categorical values, in one Spark job over the candidates;
+    with ``order`` (the blocks' sort, ``_locality_order``), each block's least sort key."""
+    aggs = [F.min(_sort_key(order)).alias("__low")] if order is not None else []
     for i, v in enumerate(variables):
         x = F.col(f"v{i}")
         if v.kind == "numeric":
@@ -794,7 +846,7 @@ def _need(c: DataFrame, variables, n_blocks: int) -> Need:
     aggs.append(F.count(F.lit(1)).alias("__rows"))
     rows = sorted(c.groupBy("__am_block").agg(*aggs).collect(), key=lambda r: r["__am_block"])
     nv = len(variables)
-    blocks, summaries, values, counts = [], [], [], []
+    blocks, summaries, values, counts, lows = [], [], [], [], []
     for r in rows:
         b = int(r["__am_block"])
         if not 0 <= b < n_blocks:
@@ -810,6 +862,7 @@ def _need(c: DataFrame, variables, n_blocks: int) -> Need:
                 vals.append(None if len(held) > MAX_LEVELS else list(held))
         blocks.append(b)
         counts.append(int(r["__rows"]))
+        lows.append(tuple(r["__low"]) if order is not None else None)
         summaries.append(Summary(nulls=np.array([bool(r[f"n{i}"]) for i in range(nv)]), lo=lo, hi=hi))
         values.append(vals)
     unions = []
@@ -823,8 +876,11 @@ def _need(c: DataFrame, variables, n_blocks: int) -> Need:
         unions.append(union)
     present = [[None if vals[i] is None or unions[i] is None else np.append(unions[i].isin(vals[i]), False)
                 for i in range(nv)] for vals in values]
+    kinds = dict(c.dtypes)
     return Need(blocks=blocks, summaries=summaries, values=values, unions=unions, present=present,
-                words=max(1, math.ceil(n_blocks / NEED_BITS)), rows=counts)
+                words=max(1, math.ceil(n_blocks / NEED_BITS)), rows=counts,
+                order=None if order is None else [(x, kinds[x]) for x in order],
+                lows=lows if order is not None else None)
 
 
 def is_connect(df: DataFrame) -> bool:
