@@ -169,6 +169,15 @@ def run_job(n: int, data: Path, master: str, extra: list[str]) -> dict:
             "jobs": jobs}
 
 
+def search_visits(lines: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """(search, visits, full scan's visits, blocks, queries) from each search's closing log
+    line (searches of one block have none: every query visits it)."""
+    import re
+
+    pattern = re.compile(r"search (\S+): (\d+) of (\d+) query visits \(\d+%\): (\d+) blocks, (\d+) queries")
+    return [(m.group(1), *map(int, m.group(2, 3, 4, 5))) for m in map(pattern.search, lines) if m]
+
+
 def spark_jobs(events: Path) -> dict[str, int]:
     """Spark jobs started, per step (the tag ``avatar-metrics-<step>`` of the library), from the event log."""
     out: dict[str, int] = {}
@@ -253,6 +262,9 @@ def main() -> None:
               f"together {(res['peak_driver'] + res['peak_workers']) / gib:.2f} GiB")
         for k, m in rep["metrics"].items():
             print(f"  {k}: {m['value']}")
+        for name, visits, full, blocks, queries in search_visits(res["log"]):
+            print(f"  search {name}: {visits / max(1, queries):.2f} block visits per query of {blocks} blocks "
+                  f"({visits:,} of a full scan's {full:,})")
         beyond = sum(sec for step, sec in t.items() if step in rep["metrics"] and step not in SEED_METRICS)
         print(f"metrics beyond the seeds: {beyond:.1f} s, {100 * beyond / (t['total'] - beyond):.0f} % added "
               f"to the rest of the run ({t['total'] - beyond:.1f} s)")
