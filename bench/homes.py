@@ -59,7 +59,7 @@ def main() -> None:
     c = S._by_locality(a, variables, n_blocks, order=order).cache()
     need = S._need(c, variables, n_blocks, order=order)
     q = (S._select(inputs.originals, variables).sample(fraction=min(1.0, args.sample / inputs.n_originals), seed=1)
-         .withColumn(S.RANGED, need.ranged()).toPandas())
+         .transform(need.ranged).toPandas())
     qids = q[ID].to_numpy(dtype=np.int64)
     lb = need.bounds(q, variables, space)
 

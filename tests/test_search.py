@@ -333,8 +333,8 @@ def test_a_record_ranges_into_its_own_block(spark, frames, subset, n_blocks):
         order = S._locality_order(a, variables)
         c = S._by_locality(a, variables, n_blocks, order=order).cache()
         need = S._need(c, variables, n_blocks, order=order)
-        placed = c.withColumn(S.RANGED, need.ranged()).toPandas()
-        queries = S._select(inputs.originals, variables).withColumn(S.RANGED, need.ranged()).toPandas()
+        placed = need.ranged(c).toPandas()
+        queries = need.ranged(S._select(inputs.originals, variables)).toPandas()
         c.unpersist()
     finally:
         release(inputs)
@@ -348,6 +348,18 @@ def test_a_record_ranges_into_its_own_block(spark, frames, subset, n_blocks):
     own = queries[S.RANGED].to_numpy()
     tied = lb[rows, own] == lb.min(axis=1)
     assert ((home == np.asarray(need.blocks)[own]) | ~tied).all()
+
+
+def test_a_query_twice_in_the_first_job_is_an_error(spark, frames, monkeypatch):
+    """A first job that returned a query twice would count its candidates twice (or fold a
+    stale state): with the number of queries known, as the metrics pass it, the search stops."""
+    import avatar_metrics.engine.search as S
+
+    O, A = frames
+    real = S.Need.ranged
+    monkeypatch.setattr(S.Need, "ranged", lambda self, q: real(self, q).unionByName(real(self, q).limit(1)))
+    with pytest.raises(RuntimeError, match=f"first job returned {N + 1} queries of {N}"):
+        run_search(spark, O, A, 0, 2, block_size=12, n_queries=N, home_from=0)
 
 
 def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):

@@ -20,7 +20,8 @@ bound on the distance from a query to any of its records follows, safe in
 floating point (``kernels.gower.lower_bounds``). The first job gives each
 query a home block and folds it: with blocks of ``search.home_from``
 candidates or more it is the home job (each query's home one of least lower
-bound; a block's queries split over tasks by a hash of their id, half as
+bound, of tied ones the block whose range of the blocks' sort holds the
+query's own key; a block's queries split over tasks by a hash of their id, half as
 many tasks in all as query partitions or more, each receiving the block's
 candidates and its queries in one shuffle); with smaller blocks, block 0 is
 a sample (a hash of the id picks one candidate in ``n_blocks``), every
@@ -66,6 +67,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from ..config import SearchSettings
 from ..io import ID, col
@@ -328,8 +330,7 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
     kinds = dict(start.dtypes)
     queries = start.select(*ours, F.lit(-1).cast("long").alias(HOME))
-    homed = (start.select(*ours, F.lit(-1).cast("long").alias(HOME), need.ranged().alias(RANGED))
-             .mapInPandas(assign, queries.schema)
+    homed = (need.ranged(queries).mapInPandas(assign, queries.schema)
              .withColumns({SHARE: F.pmod(F.xxhash64(ID), F.lit(shares)), GROUP: F.lit(0)}))
     cands = c.select(ID, *ours[1:len(variables) + 1], *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry],
                      F.col("__am_block").cast("long").alias(HOME),
@@ -487,7 +488,7 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
     initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
     run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold, remote=is_connect(queries),
-               n_candidates=n_candidates, settings=search, parts=parts)
+               n_candidates=n_candidates, settings=search, parts=parts, n_queries=n_queries)
     if run.remote:
         run.cap = closure_cap(queries.sparkSession)
     if n_blocks == 1:
@@ -519,6 +520,7 @@ class _Run:
     settings: SearchSettings
     cap: int | None = None  # Spark Connect: bytes a block's closure may take
     parts: int | None = None  # the queries' partitions, when the search set them
+    n_queries: int | None = None  # when the caller knows it
     fetch: Fetch = field(default_factory=lambda: Fetch())
     t0: float = field(default_factory=time.perf_counter)
     done: int = 0  # candidates folded (or known to need no later pass)
@@ -592,6 +594,10 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
         else:
             first, what = _sample_job(run, start, c, need), f"sample block of {n_blocks}"
         first, rows, run.visits = _materialize(first, run.remote)
+        if run.n_queries is not None and rows != run.n_queries:
+            # a query twice (or lost) in the first job would give a wrong result
+            raise RuntimeError(f"search {run.name}: the first job returned {rows} queries of {run.n_queries}; "
+                               "this is a bug, please report it with the log")
         chains, cached = [first.select(ID, *run.fold.columns)], [first]
         full = rows * len(need.blocks)  # a full scan's visits
         wanted = need.counts(first)
@@ -740,7 +746,7 @@ class Need:
     present: list[list]  # per block, per variable: bool over the union and a last False, or None
     words: int
     rows: list[int] = field(default_factory=list)  # per block, its candidates
-    order: list | None = None  # the blocks' sort (column, Spark type), when they are ranges of it
+    order: list | None = None  # the blocks' sort (``_locality_order``), when they are ranges of it
     lows: list | None = None  # per block, its least sort key (a tuple), with ``order``
 
     @property
@@ -780,21 +786,28 @@ class Need:
             out[:, j] = lower_bounds(Q, self.summaries[j], space)
         return out
 
-    def ranged(self):
-        """Per query (a Spark column), the position in ``blocks`` of the block whose range of
-        the blocks' sort holds the query's own sort key (``_sort_key``): the last block whose
-        least key is not above it, the first when it is below them all. Spark compares the
-        keys, by the ordering that cut the blocks. Null without ``order``."""
+    def ranged(self, queries: DataFrame) -> DataFrame:
+        """``queries`` with ``RANGED``: per query, the position in ``blocks`` of the block whose
+        range of the blocks' sort holds the query's own sort key (``_sort_key``), from each
+        block's least key (below them all: the block of least key). Spark compares the keys, by
+        the ordering that cut the blocks: it sorts the blocks' least keys, and the query meets
+        the ranges between them in a broadcast join (a small table, not literals: the plan
+        shows no record value). The ranges come from that sort, not from the block numbers,
+        so that they never overlap (a query joined twice would be searched twice), whatever
+        the blocks. Null without ``order``."""
         if self.order is None:
-            return F.lit(None).cast("long")
-        key = _sort_key([x for x, _ in self.order])
-        kinds = [kind for _, kind in self.order] + ["bigint"]
-        names = [x for x, _ in self.order] + [HASHED]
-        at = [F.when(key >= F.struct(*[F.lit(v).cast(t).alias(x) for v, t, x in zip(low, kinds, names)]),
-                     F.lit(j).cast("long"))
-              for j, low in enumerate(self.lows) if j > 0]
-        return F.coalesce(F.greatest(*at), F.lit(0).cast("long")) if len(at) > 1 else \
-            F.coalesce(*at, F.lit(0).cast("long"))
+            return queries.withColumn(RANGED, F.lit(None).cast("long"))
+        key = _sort_key(self.order)
+        kind = queries.select(key.alias("k")).schema["k"].dataType
+        spark, lo, hi = queries.sparkSession, "__am_lo", "__am_hi"
+        schema = [StructField(RANGED, LongType(), False), StructField(lo, kind)]
+        least = spark.createDataFrame(list(enumerate(self.lows)), StructType(schema))
+        order = [int(r[0]) for r in least.orderBy(lo, RANGED).select(RANGED).collect()]
+        rows = [(j, None if k == 0 else self.lows[j], self.lows[order[k + 1]] if k + 1 < len(order) else None)
+                for k, j in enumerate(order)]
+        ranges = spark.createDataFrame(rows, StructType([*schema, StructField(hi, kind)]))
+        inside = (F.col(lo).isNull() | (key >= F.col(lo))) & (F.col(hi).isNull() | (key < F.col(hi)))
+        return queries.join(F.broadcast(ranges), inside, "left").drop(lo, hi)
 
     @staticmethod
     def marked(b: int):
@@ -876,11 +889,9 @@ def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = 
         unions.append(union)
     present = [[None if vals[i] is None or unions[i] is None else np.append(unions[i].isin(vals[i]), False)
                 for i in range(nv)] for vals in values]
-    kinds = dict(c.dtypes)
     return Need(blocks=blocks, summaries=summaries, values=values, unions=unions, present=present,
                 words=max(1, math.ceil(n_blocks / NEED_BITS)), rows=counts,
-                order=None if order is None else [(x, kinds[x]) for x in order],
-                lows=lows if order is not None else None)
+                order=None if order is None else list(order), lows=lows if order is not None else None)
 
 
 def is_connect(df: DataFrame) -> bool:
