@@ -430,3 +430,25 @@ def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkey
     # each query found its home's candidates before it (one visit each in the home job)
     line = [r.getMessage() for r in caplog.records if "home blocks" in r.getMessage()][-1]
     assert re.search(r" done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
+
+
+def test_progress_tells_time_left_only_once_a_block_is_done(caplog):
+    """After the home job no block is done, so there is no rate to tell the time left by: the
+    line must not say "about 0 s left" (it did), and must say it once a block is done."""
+    import logging
+    import re
+
+    from avatar_metrics.engine.search import _Run
+
+    run = _Run(name="t", variables=[], space=None, salt=0, fold=None, remote=False, n_candidates=100,
+               settings=SearchSettings(seed=0, block_size=10, query_partitions=None))
+    with caplog.at_level(logging.INFO, logger="avatar_metrics.engine.search"):
+        run.visits = 10
+        run.progress("home blocks (4)", 40)
+        run.done, run.visits = 50, 20
+        run.progress("block 2 of 4", 40)
+    home, later = [r.getMessage() for r in caplog.records]
+    assert "home blocks (4) done, 0 of 100 candidates, 10 of 40 query visits (25%)" in home
+    assert "no rate yet" in home and "left" not in home
+    assert re.search(r"50 of 100 candidates, 20 of 40 query visits \(50%\), [\d.]+ s so far, \d+ candidates/s, "
+                     r"about \d+ s left$", later)
