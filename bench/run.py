@@ -249,7 +249,11 @@ def main() -> None:
         print(f"{'step':<34}{'seconds':>10}{'records/s':>12}{'Spark jobs':>12}")
         jobs = res["jobs"]
         for step, sec in t.items():
-            if step != "total":
+            if step == "total":
+                continue
+            if not rep["metrics"].get(step, {}).get("computed", True):  # no rate for a step that did no work
+                print(f"{step:<34}{sec:>10.1f}{'-':>12}{jobs.get(step, 0):>12}  (not computed)")
+            else:
                 print(f"{step:<34}{sec:>10.1f}{n / max(sec, 1e-9):>12,.0f}{jobs.get(step, 0):>12}")
         for step, k in jobs.items():
             if step not in t:
