@@ -528,15 +528,14 @@ class _Run:
 
     def progress(self, what: str, full: int) -> None:
         elapsed = time.perf_counter() - self.t0
-        head = ("search %s: %s done, %d of %d candidates, %d of %d query visits (%.0f%%), %.1f s so far",
-                self.name, what, self.done, self.n_candidates, self.visits, full,
-                100.0 * self.visits / max(1, full), elapsed)
-        if self.done == 0:  # after the home job: no block is done yet, so no rate to tell the rest by
-            log.info(head[0] + ", no rate yet", *head[1:])
-            return
-        rate = self.done / elapsed if elapsed > 0 else float("inf")
-        left = (self.n_candidates - self.done) / rate
-        log.info(head[0] + ", %.0f candidates/s, about %.0f s left", *head[1:], rate, max(0.0, left))
+        tail, rest = ", no rate yet", ()  # after the home job no block is done: no rate to tell the rest by
+        if self.done:
+            rate = self.done / elapsed if elapsed > 0 else float("inf")
+            left = max(0.0, (self.n_candidates - self.done) / rate)
+            tail, rest = ", %.0f candidates/s, about %.0f s left", (rate, left)
+        log.info("search %s: %s done, %d of %d candidates, %d of %d query visits (%.0f%%), %.1f s so far" + tail,
+                 self.name, what, self.done, self.n_candidates, self.visits, full,
+                 100.0 * self.visits / max(1, full), elapsed, *rest)
 
     def check_count(self) -> None:
         if self.done != self.n_candidates:
