@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-from .errors import AvatarMetricsError
+from .errors import AvatarMetricsError, describe
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
 MIN_SPLIT = 500  # = holdout.MIN_RECORDS, kept here so that --help needs no Spark import
@@ -171,21 +171,6 @@ def _setup_logging() -> None:
     root.propagate = False
 
 
-def _describe_unexpected(exc: BaseException) -> str:
-    """Name the error without its message: Spark messages can quote records."""
-    cond = None
-    for attr in ("getCondition", "getErrorClass"):
-        fn = getattr(exc, attr, None)
-        if callable(fn):
-            try:
-                cond = fn()
-            except Exception:  # noqa: BLE001
-                cond = None
-            if cond:
-                break
-    return f"{type(exc).__name__}{f' [{cond}]' if cond else ''}"
-
-
 def cmd_run(args) -> int:
     from .config import load_config
     from .io import read_table
@@ -268,7 +253,9 @@ def _parquet_writer(df):
     """A ``publish`` builder: the table as a Parquet folder; returns what it holds."""
 
     def build(stage):
-        df.write.parquet(str(stage))
+        # the staging folder exists (empty, with the destination's permissions): append keeps it,
+        # where Spark's default mode refuses an existing path and overwrite deletes and remakes it
+        df.write.mode("append").parquet(str(stage))
         return os.listdir(stage)
 
     return build
@@ -285,12 +272,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR  # pragma: no cover - argparse refuses other commands
     except AvatarMetricsError as exc:
         print(f"avatar-metrics: error: {exc}", file=sys.stderr)
+        if getattr(args, "debug", False) and exc.__context__ is not None:
+            # the cause kept out of the message (Spark's text may quote records): shown on request only
+            traceback.print_exception(exc.__context__)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("avatar-metrics: interrupted", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001
-        print(f"avatar-metrics: unexpected error: {_describe_unexpected(exc)}", file=sys.stderr)
+        print(f"avatar-metrics: unexpected error: {describe(exc)}", file=sys.stderr)
         if getattr(args, "debug", False):
             traceback.print_exc()
         else:

@@ -343,6 +343,14 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     conf = merged["spark"]["conf"] or {}
     if not isinstance(conf, Mapping):
         raise ConfigError("configuration key spark.conf must be a mapping of Spark settings")
+    for k, v in conf.items():
+        if not isinstance(k, str) or not k.strip():
+            raise ConfigError("configuration key spark.conf has an empty setting name: give settings as "
+                              "spark.conf.<name>=<value>, such as spark.conf.spark.driver.memory=4g")
+        if v is None or isinstance(v, (Mapping, list)):
+            raise ConfigError(f"configuration key spark.conf.{k} must be one value (a string, number or "
+                              "true/false), not " + ("empty" if v is None else "a mapping" if isinstance(v, Mapping)
+                                                     else "a list"))
     block = int(_number(merged["search"]["block_size"], "search.block_size", 1, 10**7, integer=True))
     qp = merged["search"]["query_partitions"]
     if qp is not None:

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .config import TableSpec
-from .errors import InputError
+from .errors import InputError, describe, error_class
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +49,44 @@ def read_table(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - Spark raises many kinds
-        reason = _short_reason(exc)
-        hint = (
-            "check the table name"
-            if spec.table
-            else f"check that {spec.path} exists and holds {spec.format} data"
-            + (" (delta needs the delta-spark package and its Spark settings)" if spec.format == "delta" else "")
-        )
-        raise InputError(f"{role}: cannot read {spec.describe()}: {reason}; {hint}") from None
+        raise InputError(f"{role}: cannot read {spec.describe()}: {read_failure(exc, spec)}") from None
     return df
+
+
+# What a Spark error class means for an input being read, and what to do. Spark's own text is
+# never shown: a parser's message quotes the row it failed on, values included.
+READ_FAILURES = {
+    "PATH_NOT_FOUND": "the path does not exist: check it",
+    "TABLE_OR_VIEW_NOT_FOUND": "there is no such table: check the table name (and its catalog and schema)",
+    "UNABLE_TO_INFER_SCHEMA": "there is no data to read there (an empty folder?): check the path and the format",
+    "MALFORMED_CSV_RECORD": (
+        "a row cannot be parsed (more than 20,480 fields, Spark's maxColumns, or a field over its "
+        "maxCharsPerColumn, say): fix the file (the row is not shown: it holds personal data)"),
+    "COLUMN_ALREADY_EXISTS": (
+        "two of its columns have the same name, or names that differ only in case (Spark compares column "
+        "names without case): rename one of them"),
+    "PARQUET_TYPE_ILLEGAL": (
+        "a column has a Parquet type Spark cannot read (a nanosecond timestamp, say): write it with "
+        "microsecond timestamps, cast it, or drop the column"),
+    "PARQUET_TYPE_NOT_SUPPORTED": (
+        "a column has a Parquet type Spark cannot read: cast it to a number or a string, or drop the column"),
+    "PARQUET_TYPE_NOT_RECOGNIZED": (
+        "a column has a Parquet type Spark cannot read: cast it to a number or a string, or drop the column"),
+}
+
+
+def read_failure(exc: BaseException, spec: TableSpec) -> str:
+    """Why a table could not be read and what to do, from Spark's error class alone."""
+    cond = error_class(exc)
+    known = READ_FAILURES.get(cond or "")
+    if known:
+        return known
+    if spec.table:
+        hint = "check the table name"
+    else:
+        hint = f"check that {spec.path} exists and holds {spec.format} data" + (
+            " (delta needs the delta-spark package and its Spark settings)" if spec.format == "delta" else "")
+    return f"Spark error {describe(exc)}; {hint} (rerun with --debug for Spark's message, which may show data)"
 
 
 def _read_csv(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
@@ -67,43 +96,58 @@ def _read_csv(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
         return spark.read.option("header", True).option("mode", "PERMISSIVE")
 
     inferred = reader().option("inferSchema", True).csv(spec.path).schema
-    _check_header(inferred.names, role, spec)
+    names = inferred.names
+    _check_header(names, 0, role, spec)
     schema = T.StructType(inferred.fields + [T.StructField(CORRUPT, T.StringType())])
     df = reader().option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(spec.path)
-    # every column is referenced, so that Spark parses whole rows (a pruned read
-    # does not see an extra field) and allows the corrupt column in the query
-    bad = (
-        df.select(col(CORRUPT).isNotNull().alias("bad"), F.xxhash64(*[col(c) for c in inferred.names]).alias("h"),
-                  F.col("_metadata.file_path").alias("file"))
-        .filter("bad")
+    # One pass over the file: its malformed rows, and how often each text column holds its own
+    # header name as a value (a header row that is a record: "Lyon" recurs in the city column,
+    # a real header "city" does not). Every column is referenced, so that Spark parses whole
+    # rows (a pruned read does not see an extra field) and allows the corrupt column in the query.
+    text = [c for c in names if isinstance(inferred[c].dataType, T.StringType)]
+    bad = col(CORRUPT).isNotNull()
+    rows = (
+        df.select(bad.alias("bad"), F.xxhash64(*[col(c) for c in names]).alias("h"),
+                  F.col("_metadata.file_path").alias("file"),
+                  *[(col(c) == F.lit(c)).alias(f"e{i}") for i, c in enumerate(text)])
         .groupBy("file")
-        .agg(F.count(F.lit(1)).alias("n"), F.max("h").alias("h"))
+        .agg(F.count(F.when(F.col("bad"), 1)).alias("n"), F.max(F.when(F.col("bad"), F.col("h"))).alias("h"),
+             *[F.count(F.when(F.col(f"e{i}"), 1)).alias(f"e{i}") for i in range(len(text))])
         .collect()
     )
-    if bad:
-        bad.sort(key=lambda r: r["file"])
-        total = sum(r["n"] for r in bad)
-        where = ", ".join(f"{r['n']} in {r['file']}" for r in bad[:3]) + (", ..." if len(bad) > 3 else "")
+    bad_files = sorted((r for r in rows if r["n"]), key=lambda r: r["file"])
+    if bad_files:
+        total = sum(r["n"] for r in bad_files)
+        where = ", ".join(f"{r['n']} in {r['file']}" for r in bad_files[:3]) + (", ..." if len(bad_files) > 3 else "")
         raise InputError(
             f"{role}: {total} malformed CSV row(s) ({where}): a row with more fields than the header, or an "
             "unbalanced quote, say. Fix the file (the rows are not shown: they hold personal data)"
         )
+    recurring = sum(1 for i in range(len(text)) if any(r[f"e{i}"] for r in rows))
+    _check_header(names, recurring, role, spec)
     return df.drop(CORRUPT)
 
 
-def _check_header(names: list[str], role: str, spec: TableSpec) -> None:
-    """A CSV without a header row turns its first record into column names: never quote them."""
-    def looks_like_data(name: str) -> bool:
-        try:
-            float(name)
-            return True
-        except ValueError:
-            return name.strip() == "" or name.startswith("_c")
+def looks_like_value(name: str) -> bool:
+    """A column name that reads as a value: a number, empty, or Spark's ``_c0`` of a missing name."""
+    try:
+        float(name)
+        return True
+    except ValueError:
+        return name.strip() == "" or name.startswith("_c")
 
-    if names and sum(looks_like_data(n) for n in names) * 2 > len(names):
+
+def _check_header(names: list[str], recurring: int, role: str, spec: TableSpec) -> None:
+    """A CSV without a header row turns its first record into column names: never quote them.
+
+    The first row is taken for data when most of its fields read as values: numbers, empty
+    fields, or (``recurring``) text that occurs again in its own column further down.
+    """
+    if names and (sum(looks_like_value(n) for n in names) + recurring) * 2 > len(names):
         raise InputError(
-            f"{role}: the first row of {spec.path} does not look like a header (most of its fields are numbers "
-            "or empty): the CSV format needs a header row with the column names; add one"
+            f"{role}: the first row of {spec.path} does not look like a header (most of its fields are numbers, "
+            "empty, or values that recur in their column): the CSV format needs a header row with the column "
+            "names; add one"
         )
 
 
@@ -113,12 +157,6 @@ def input_files(df: DataFrame) -> list[str]:
         return list(df.inputFiles())
     except Exception:  # noqa: BLE001 - not every source lists its files
         return []
-
-
-def _short_reason(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    # Spark error classes look like [PATH_NOT_FOUND] Path does not exist: ...
-    return text[:300]
 
 
 def _has_file_metadata(df: DataFrame) -> bool:

@@ -9,7 +9,13 @@ The rules (README, "Safety"):
   A folder with anything else in it is refused, never cleared.
 - Outputs are built in a hidden sibling folder and moved into place in one
   rename when complete, so a crash, a kill or a concurrent run never leaves a
-  mixture; the earlier outputs are removed only after that rename.
+  mixture; the earlier outputs are removed only after that rename. When the
+  destination exists (a folder the user prepared, say), the sibling gets its
+  owner, group, mode and ACL before anything is written into it, so the
+  user's permissions hold for the new folder and, by inheritance, its files.
+- A run killed between the two renames leaves the earlier outputs in a hidden
+  ``old`` sibling with the destination missing: the next run puts them back
+  first, and says so in the log.
 - One run at a time per destination: a lock file beside it
   (``.<name>.avatar-metrics.lock``); a second run is refused (exit 2).
 - Files are created with the user's umask.
@@ -20,10 +26,12 @@ Everything here is checked before the first file is touched.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
 import socket
+import stat
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +39,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 from urllib.parse import urlparse
 
 from .errors import InputError
+
+log = logging.getLogger(__name__)
 
 MARKER = ".avatar-metrics"
 TOOL = "avatar-metrics"
@@ -139,14 +149,42 @@ def check_destination(dest: Path, inputs: Sequence[tuple[str, str]], what: str) 
             f"{what} {dest} holds {foreign[0]}{more}, which avatar-metrics did not write: "
             "it replaces only its own outputs, so choose a new or empty folder (or move those files away)"
         )
+    _check_writable(dest.parent, dest, what)
+    _check_writable(dest, dest, what)
+    _check_keepable(dest, what)
 
 
 def _check_parent(dest: Path, what: str) -> None:
+    """The nearest existing folder above ``dest`` must be a folder this user can write in."""
     for parent in dest.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise InputError(f"{what} {dest}: {parent} is a file, not a folder")
+            _check_writable(parent, dest, what)
             return
+
+
+def _check_writable(folder: Path, dest: Path, what: str) -> None:
+    """The lock file, the staging folder and the final rename all write in ``folder``."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{what} {dest}: this user cannot write in {folder} (permissions, or a read-only or immutable "
+            "folder): choose another folder, or ask for write access to it"
+        )
+
+
+def _check_keepable(dest: Path, what: str) -> None:
+    """The new outputs take the destination's owner and group (``_carry``): a user who may not
+    give them is refused before any work, rather than leaving outputs others might read."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:
+        return
+    st = dest.stat()
+    if st.st_uid != os.geteuid():
+        raise InputError(f"{what} {dest} belongs to another user: its new outputs could not keep that owner; "
+                         "choose a folder of your own")
+    if st.st_gid not in (os.getegid(), *os.getgroups()):
+        raise InputError(f"{what} {dest} has a group this user is not in: its new outputs could not keep that "
+                         "group; choose another folder, or ask to join the group")
 
 
 _HELD: set[Path] = set()  # locks this process holds (a run's lock covers its Report.write)
@@ -206,25 +244,66 @@ def _sibling(dest: Path, kind: str) -> Path:
     return dest.parent / f".{dest.name}.avatar-metrics-{kind}-{uuid.uuid4().hex[:12]}"
 
 
-def _remove_leftovers(dest: Path) -> None:
-    """Staging and old folders of a killed run of ours (only under the lock)."""
+def _leftovers(dest: Path) -> list[Path]:
+    """Staging and old folders a killed run of ours left beside ``dest``."""
     prefix = f".{dest.name}.avatar-metrics-"
-    for entry in dest.parent.iterdir():
-        if entry.name.startswith(prefix) and entry.name[len(prefix):].split("-")[0] in ("stage", "old"):
-            shutil.rmtree(entry, ignore_errors=True)
+    return [entry for entry in dest.parent.iterdir()
+            if entry.name.startswith(prefix) and entry.name[len(prefix):].split("-")[0] in ("stage", "old")]
+
+
+def _remove_leftovers(dest: Path) -> None:
+    """Clear what a killed run of ours left (only under the lock), after putting back the earlier
+    outputs when that run was killed between its two renames (the destination missing)."""
+    leftovers = _leftovers(dest)
+    olds = [e for e in leftovers if ".avatar-metrics-old-" in e.name and e.is_dir()]
+    if olds and not os.path.lexists(dest):
+        newest = max(olds, key=lambda e: e.stat().st_mtime)
+        os.rename(newest, dest)
+        leftovers.remove(newest)
+        log.warning("%s was missing and a run killed while replacing it had left its earlier outputs in %s: "
+                    "put them back", dest, newest.name)
+    for entry in leftovers:
+        shutil.rmtree(entry, ignore_errors=True)
+
+
+def _carry(src: Path, dst: Path) -> None:
+    """Give the folder ``dst`` the owner, group, mode bits (setgid included) and extended
+    attributes (POSIX ACLs among them) of ``src``. Called on the empty staging folder, so that
+    what is written into it inherits as it would inside ``src`` (the group of a setgid folder,
+    a default ACL)."""
+    st, mine = src.stat(), dst.stat()
+    if (st.st_uid, st.st_gid) != (mine.st_uid, mine.st_gid):
+        os.chown(dst, st.st_uid if st.st_uid != mine.st_uid else -1, st.st_gid)
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(src)
+    except OSError:  # a file system without extended attributes
+        return
+    for name in names:
+        try:
+            os.setxattr(dst, name, os.getxattr(src, name))
+        except OSError:
+            if name.startswith("system.posix_acl"):
+                raise  # an ACL that cannot be kept: fail rather than publish with looser access
+            # other attributes (security labels, say) are the system's, not the user's permissions
 
 
 def publish(dest: Path, build: Callable[[Path], Iterable[str]], what: str) -> None:
     """Build the outputs in a hidden sibling and move them into ``dest`` whole.
 
-    ``build(stage)`` creates the folder ``stage`` (absent when called) and
-    returns the names of the entries it wrote there. Call under ``locked``.
+    ``build(stage)`` writes into the folder ``stage`` (empty when called, with
+    the owner, group, mode and ACL of ``dest`` when that exists) and returns
+    the names of the entries it wrote there. Call under ``locked``.
     """
     stage = _sibling(dest, "stage")
     old = None
     try:
+        stage.mkdir()
+        if dest.exists():
+            _carry(dest, stage)
         names = list(build(stage))
-        stage.mkdir(exist_ok=True)
         write_atomic(stage / MARKER, json.dumps({"tool": TOOL, "files": sorted(names)}, indent=1) + "\n")
         if dest.exists():
             check_destination(dest, (), what)  # nothing foreign appeared meanwhile

@@ -114,7 +114,6 @@ class Report:
             check_destination(dest, self.sources, "output")
 
             def build(stage: Path) -> list[str]:
-                stage.mkdir()
                 names = []
                 if self.records is not None:
                     self.records.write.parquet(str(stage / "records"))

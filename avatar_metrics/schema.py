@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import ID, KEY, RESERVED_PREFIX, cache_plain, col, with_position
+from .io import ID, KEY, RESERVED_PREFIX, cache_plain, col, input_files, with_position
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,27 @@ def _empty(role: str):
     _fail(f"{role}: the table is empty: check the path or table name")
 
 
-def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Config) -> dict[str, str]:
+def csv_roles(cfg: Config, tables) -> frozenset[str]:
+    """The roles whose column names come from a CSV header row (a configured CSV, or a
+    DataFrame reading .csv files): such a name may be a record's value, when the file has no
+    header, so a message about a column that only one table has never quotes it."""
+    roles = {role for role, spec in cfg.tables() if spec.format == "csv" and not spec.table}
+    for role, df in tables:
+        if df is not None and any(".csv" in f.lower() for f in input_files(df)):
+            roles.add(role)
+    return frozenset(roles)
+
+
+def _name(c: str, cols: dict, role: str, csv: frozenset[str]) -> str:
+    """A column named in a message: by its position when it may be a value of a headerless CSV."""
+    if role in csv:
+        return f"column number {list(cols).index(c) + 1} (not named: it may be a value of a CSV without header)"
+    return f"column {c}"
+
+
+def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Config,
+                     csv: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The variables V and their kinds. ``csv``: the roles whose names may be values (``csv_roles``)."""
     o_cols = {f.name: f.dataType for f in o.schema.fields}
     a_cols = {f.name: f.dataType for f in a.schema.fields}
     h_cols = {f.name: f.dataType for f in h.schema.fields} if h is not None else None
@@ -148,10 +168,12 @@ def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Confi
     for role, cols in others:
         for c in o_vars:
             if c not in cols:
-                _fail(f"{role}: column {c} of the originals is missing: add it to the {role} or list it under exclude")
+                _fail(f"{role}: {_name(c, o_cols, 'originals', csv)} of the originals is missing: add it to the "
+                      f"{role} or list it under exclude (and check that every CSV file starts with a header row)")
         for c in cols:
             if c not in skip and c not in o_cols:
-                _fail(f"{role}: column {c} is not in the originals: remove it or list it under exclude")
+                _fail(f"{role}: {_name(c, cols, role, csv)} is not in the originals: remove it or list it under "
+                      "exclude (and check that every CSV file starts with a header row)")
     if not o_vars:
         _fail("originals: no variable is left to compare once exclude and row_key are taken out")
 
@@ -228,19 +250,46 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = 
     return df.select(*cols)
 
 
+FLOAT_TYPES = (T.FloatType, T.DoubleType)
+
+
 def key_id(df: DataFrame, key: str):
-    """The record id from a row key: the integer itself, or a 64-bit hash of the value."""
+    """The record id from a row key: the integer itself, or a 64-bit hash of the value
+    (-0.0 hashed as 0.0: the two compare equal, so they are one key)."""
     dt = df.schema[key].dataType
     if isinstance(dt, INTEGRAL_TYPES):
         return col(key).cast("long")
-    return F.xxhash64(col(key).cast("string"))
+    x = col(key)
+    if isinstance(dt, FLOAT_TYPES):
+        x = F.when(x == 0, F.lit(0.0).cast(dt)).otherwise(x)
+    return F.xxhash64(x.cast("string"))
+
+
+def key_kind(dt: T.DataType) -> str:
+    """The kind of a row key's type, for comparing the tables' keys."""
+    if isinstance(dt, INTEGRAL_TYPES):
+        return "integer"
+    if isinstance(dt, FLOAT_TYPES):
+        return "floating-point"
+    return dt.simpleString()
+
+
+def check_key_types(raws, key: str) -> None:
+    """Every table's row key of one kind: an integer key never equals a double key's hash."""
+    kinds = {role: key_kind(raw.schema[key].dataType) for role, raw in raws}
+    if len(set(kinds.values())) > 1:
+        detail = ", ".join(f"{kind} in the {role}" for role, kind in kinds.items())
+        _fail(f"row key column {key} has different types ({detail}): cast it to one type in every table")
 
 
 def check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
-    """Row keys: none null, none duplicated (``df`` carries the ids made from them)."""
-    nulls = raw.filter(col(key).isNull()).limit(1).count()
+    """Row keys: none null (NaN counts as null), none duplicated (``df`` carries the ids made from them)."""
+    missing = col(key).isNull()
+    if isinstance(raw.schema[key].dataType, FLOAT_TYPES):
+        missing = missing | F.isnan(col(key))
+    nulls = raw.filter(missing).limit(1).count()
     if nulls:
-        _fail(f"{role}: row key column {key} has null values: every record needs a key")
+        _fail(f"{role}: row key column {key} has null (or NaN) values: every record needs a key")
     dup = df.groupBy(ID).count().filter("count > 1").limit(1).count()
     if dup:
         if isinstance(raw.schema[key].dataType, T.StringType) and raw.select(col(key)).distinct().count() == raw.count():
@@ -306,7 +355,8 @@ def _check_values(stats: dict[str, TableStats], variables: dict[str, str]) -> No
 
 def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame | None, cfg: Config) -> Inputs:
     try:
-        variables = derive_variables(originals, avatars, holdout, cfg)
+        csv = csv_roles(cfg, (('originals', originals), ('avatars', avatars), ('holdout', holdout)))
+        variables = derive_variables(originals, avatars, holdout, cfg, csv)
     except InputError:
         # a CSV with only its header has string columns everywhere: say it is empty
         for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
@@ -320,6 +370,8 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         c for c in cfg.categorical if all(isinstance(raw.schema[c].dataType, INTEGRAL_TYPES) for _, raw in raws)
     )
 
+    if cfg.row_key is not None:
+        check_key_types(raws, cfg.row_key)
     tables = {}
     try:
         for role, raw in raws:

@@ -147,21 +147,25 @@ def _profile(rec, known, kinds, bins=None):
     return tuple(key)
 
 
-def knowledge(O, A, known, kinds):
+def knowledge_bins(O, known, kinds):
+    """U (originals of unique profile), the bins {var: (lo, step)} from U, and the number of
+    bins from lo to U's largest value (what the report publishes instead of lo and step)."""
     orecs = O.to_dict("records")
-    arecs = A.to_dict("records")
     counts = {}
     for r in orecs:
         p = _profile(r, known, kinds)
         counts[p] = counts.get(p, 0) + 1
     U = [r for r in orecs if counts[_profile(r, known, kinds)] == 1]
-    bins = {}
+    bins, spans = {}, {}
     for v in known:
         if kinds[v] != "numeric":
             continue
         xs = [float(r[v]) for r in U if not is_null(r[v])]
-        if not xs or min(xs) == max(xs):
-            bins[v] = (None, None)
+        if not xs:
+            bins[v], spans[v] = (None, None), 0
+            continue
+        if min(xs) == max(xs):
+            bins[v], spans[v] = (None, None), 1
             continue
         mean = float(sum(Fraction(x) for x in xs) / len(xs))
         # this project's choice: deviations whose squares would overflow float64 are
@@ -174,6 +178,14 @@ def knowledge(O, A, known, kinds):
         if step == 0.0:
             step = 0.05 * (max(xs) - min(xs))
         bins[v] = (min(xs) - sd / 10, step)
+        span = (max(xs) - bins[v][0]) / step
+        spans[v] = math.floor(span) + 1 if math.isfinite(span) and span < 2.0**52 else None
+    return U, bins, spans
+
+
+def knowledge(O, A, known, kinds):
+    arecs = A.to_dict("records")
+    U, bins, _ = knowledge_bins(O, known, kinds)
     acounts = {}
     for r in arecs:
         p = _profile(r, known, kinds, bins)

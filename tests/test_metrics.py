@@ -92,8 +92,10 @@ def test_knowledge_zero_mean_and_constant(spark):
     kinds = {"z": "numeric", "c": "numeric"}
     rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"known_variables": ["z", "c"]}).to_dict()
     m = rep["metrics"]["knowledge_protection_rate"]
-    assert m["details"]["bins"]["z"]["step"] == 0.05 * 6.0  # mean over U is 0: step from the range
-    assert m["details"]["bins"]["c"] == {"lo": None, "step": None}  # constant: one bin
+    _, bins, spans = ref.knowledge_bins(O, ["z", "c"], kinds)
+    assert bins["z"][1] == 0.05 * 6.0  # mean over U is 0: step from the range
+    # the report gives the number of bins only: lo and step would give U's values back
+    assert m["details"]["bins"] == spans == {"z": math.floor((3.0 - bins["z"][0]) / 0.3) + 1, "c": 1}
     value, n_u, n_s = ref.knowledge(O, A, ["z", "c"], kinds)
     assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == (value, n_u, n_s)
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
+import stat
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -65,15 +68,41 @@ def config(t: Path, **over) -> str:
     return str(p)
 
 
-def snapshot(root: Path) -> dict[str, str]:
+def _meta(path: str) -> tuple:
+    st = os.lstat(path)
+    try:
+        xattrs = tuple(sorted((n, os.getxattr(path, n, follow_symlinks=False))
+                              for n in os.listxattr(path, follow_symlinks=False)))
+    except (OSError, AttributeError):
+        xattrs = ()
+    return (oct(st.st_mode), st.st_uid, st.st_gid, xattrs)
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every entry under root: bytes (files), mode, owner, group and extended attributes (ACLs)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for d in dirnames:
-            out[os.path.relpath(os.path.join(dirpath, d), root) + "/"] = "dir"
+            p = os.path.join(dirpath, d)
+            out[os.path.relpath(p, root) + "/"] = ("dir", *_meta(p))
         for f in filenames:
             p = os.path.join(dirpath, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+            out[os.path.relpath(p, root)] = (hashlib.sha256(open(p, "rb").read()).hexdigest(), *_meta(p))
     return out
+
+
+def leaked(root: Path, secrets) -> list[str]:
+    """The tool's outputs under root (report.json, report.html, records/) that hold a secret."""
+    found = []
+    for p in root.rglob("*"):
+        if p.name in ("report.json", "report.html") and p.is_file():
+            text = p.read_text(encoding="utf-8")
+            found += [f"{p}: {s}" for s in secrets if s in text]
+        elif p.name == "records" and p.is_dir() and any(p.glob("*.parquet")):
+            cells = pd.concat([pd.read_parquet(f) for f in sorted(p.glob("*.parquet"))]).astype(str)
+            text = " ".join(cells.columns) + " " + " ".join(cells.to_numpy().ravel())
+            found += [f"{p}: {s}" for s in secrets if s in text]
+    return found
 
 
 @dataclass
@@ -82,8 +111,12 @@ class Case:
     code: int = 2
     words: tuple[str, ...] = ()
     check: Callable[[Path], None] | None = None  # extra checks after the run
-    runner: str = "cli"  # cli | databricks | subprocess
+    runner: str = "cli"  # cli | databricks | subprocess | api (evaluate on DataFrames, then Report.write)
     env: dict = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()  # more values that must appear in no message nor output
+    writes: tuple[str, ...] = ("out",)  # where a run that succeeds may write (user files elsewhere stay)
+    keeps_files: bool = True  # a refusal changes nothing at all (else its check says what moved)
+    teardown: Callable[[Path], None] | None = None
 
 
 def run_split(t, src, working, holdout, *extra):
@@ -130,7 +163,8 @@ def case_split_overwrite_replaces_its_own_outputs(t):
         assert len(pd.read_parquet(t / "w")) + len(pd.read_parquet(t / "h")) == 40
         assert pd.read_parquet(src).equals(frame())
 
-    return Case(run_split(t, src, t / "w", t / "h", "--overwrite", "--seed", "3"), code=0, check=check)
+    return Case(run_split(t, src, t / "w", t / "h", "--overwrite", "--seed", "3"), code=0, check=check,
+                writes=("w", "h"))
 
 
 def case_split_null_row_keys(t):
@@ -222,13 +256,14 @@ def case_run_second_run_at_once_is_refused(t):
 def case_run_stale_lock_of_a_dead_run_is_taken_over(t):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (t / ".out.avatar-metrics.lock").write_text(f"{socket.gethostname()} {int(dead.stdout)}\n")
-    (t / ".out.avatar-metrics-stage-0123456789ab").mkdir()  # left by a killed run
+    stage = ".out.avatar-metrics-stage-0123456789ab"
+    (t / stage).mkdir()  # left by a killed run
 
     def check(t):
         assert (t / "out" / "report.json").is_file()
         assert sorted(p.name for p in t.iterdir() if p.name.startswith(".out")) == []
 
-    return Case(["run", "--config", config(t)], code=0, check=check)
+    return Case(["run", "--config", config(t)], code=0, check=check, writes=("out", stage, ".out.avatar-metrics.lock"))
 
 
 def case_run_replaces_its_own_earlier_outputs_whole(t):
@@ -433,7 +468,269 @@ def case_databricks_config_is_a_folder(t):
     return Case([f"--config={t / 'conf'}"], runner="databricks", words=("is a folder",))
 
 
+# ------------------------------------------------------------------ issue "Trust, second round"
+
+
+def wide_row_csv(path: Path):
+    """A CSV with one row past Spark's parser limit (20,480 fields), all of them a secret."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = ["pid,age,city,score"] + [f"{i},{20 + i},Lyon,{i / 10}" for i in range(40)]
+    rows[7] = ",".join([SECRET] * 20_500)
+    path.write_text("\n".join(rows) + "\n")
+    return {"path": str(path), "format": "csv"}
+
+
+def case_run_csv_row_past_the_column_limit(t):
+    cfg = config(t, originals=wide_row_csv(t / "data" / "o.csv"), spark={"master": "local[1]"})
+    return Case(["run", "--config", cfg], words=("originals", "o.csv", "cannot be parsed", "20,480"),
+                runner="subprocess")
+
+
+def case_split_csv_row_past_the_column_limit(t):
+    src = wide_row_csv(t / "data" / "o.csv")["path"]
+    return Case(run_split(t, src, t / "w", t / "h", "--format", "csv"), words=("o.csv", "cannot be parsed"))
+
+
+def headerless(path: Path, df: pd.DataFrame):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, header=False)
+    return {"path": str(path), "format": "csv"}
+
+
+def case_run_csv_without_header_first_row_mostly_text(t):
+    # the first record: a unique name (the secret), then values that recur in their columns
+    o = pd.DataFrame({"name": [SECRET] + [f"p{i}" for i in range(39)],
+                      "city": ["Lyon", "Paris"] * 20, "sex": ["F", "M", "M", "F"] * 10, "age": range(40)})
+    cfg = config(t, originals=headerless(t / "data" / "o.csv", o), exclude=[], known_variables=[])
+    return Case(["run", "--config", cfg], words=("originals", "o.csv", "does not look like a header"))
+
+
+def case_run_csv_header_name_only_in_one_table_is_not_quoted(t):
+    # a name only the avatars' CSV header has may be a record's value: it is given by position
+    a = frame(seed=1).assign(extra=1).rename(columns={"extra": SECRET})
+    cfg = config(t, avatars=put(t / "data" / "a.csv", a, "csv"))
+    return Case(["run", "--config", cfg], words=("avatars", "column number 5", "not in the originals"))
+
+
+def case_run_parquet_column_missing_is_named(t):
+    a = put(t / "data" / "a2.parquet", frame(seed=1).drop(columns="score"))
+    return Case(["run", "--config", config(t, avatars=a)], words=("avatars", "column score", "missing"))
+
+
+def two_unique_originals():
+    """40 originals of which two alone have a unique profile on the known variables (age, city)."""
+    o = frame()
+    o["age"] = 40.0
+    o.loc[0, "age"], o.loc[1, "age"] = 23.456, 71.123
+    return o
+
+
+def case_run_knowledge_bins_do_not_give_unique_originals_back(t):
+    o = two_unique_originals()
+    kinds = {"age": "numeric", "city": "categorical", "score": "numeric"}
+    _, bins, _ = ref.knowledge_bins(o.drop(columns="pid"), ["age", "city"], kinds)
+    lo, step = bins["age"]
+    # the bins' lo and step (min - sd/10, 0.05 |mean| over the two) would give 23.456 and 71.123 back
+    secrets = tuple(str(x) for x in (23.456, 71.123, lo, step))
+
+    def check(t):
+        rep = json.loads((t / "out" / "report.json").read_text())
+        d = rep["metrics"]["knowledge_protection_rate"]["details"]
+        assert d["unique_originals"] == 2 and d["bins"]["age"] == math.floor((71.123 - lo) / step) + 1
+
+    cfg = config(t, originals=put(t / "data" / "o2.parquet", o))
+    return Case(["run", "--config", cfg], code=0, check=check, secrets=secrets)
+
+
+ACL_ENTRIES = [(1, 7, 0xFFFFFFFF), (2, 5, 4243), (4, 5, 0xFFFFFFFF), (0x10, 5, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]
+
+
+def posix_acl(entries) -> bytes:
+    """The bytes of a POSIX ACL extended attribute (version 2; tag, permissions, id per entry)."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+
+
+def case_run_fills_a_prepared_folder_keeping_its_permissions(t):
+    out = t / "out"
+    out.mkdir()
+    if os.geteuid() == 0:
+        os.chown(out, -1, 4242)
+    os.chmod(out, 0o2750)
+    acl = posix_acl(ACL_ENTRIES)
+    try:  # user 4243 may read: an access ACL, and a default one that new entries inherit
+        os.setxattr(out, "system.posix_acl_access", acl)
+        os.setxattr(out, "system.posix_acl_default", acl)
+    except OSError:
+        pytest.skip("this file system has no POSIX ACLs")
+    before = _meta(out)
+
+    def check(t):
+        assert _meta(out) == before  # mode 2750, owner, group and both ACLs
+        assert stat.S_IMODE(out.stat().st_mode) == 0o2750
+        records = out / "records"
+        assert records.stat().st_gid == out.stat().st_gid  # the setgid folder's group, inherited
+        assert os.getxattr(records, "system.posix_acl_default") == acl
+
+    return Case(["run", "--config", config(t)], code=0, check=check)
+
+
+def case_run_output_under_a_folder_it_cannot_write(t):
+    ro = t / "locked"
+    ro.mkdir()
+    if os.geteuid() == 0:  # root writes through permission bits: make the folder immutable
+        if subprocess.run(["chattr", "+i", str(ro)], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i is not available here")
+
+        def teardown(t):
+            subprocess.run(["chattr", "-i", str(ro)], check=True)
+    else:
+        os.chmod(ro, 0o555)
+
+        def teardown(t):
+            os.chmod(ro, 0o755)
+
+    cfg = config(t, output=str(ro / "reports" / "out"))
+    return Case(["run", "--config", cfg], words=("output", str(ro), "cannot write in"), teardown=teardown)
+
+
+def case_run_puts_back_outputs_a_killed_run_was_replacing(t):
+    cfg = config(t)
+    assert main(["run", "--config", cfg]) == 0
+    old = t / ".out.avatar-metrics-old-0123456789ab"
+    os.rename(t / "out", old)  # killed between its two renames: only this copy is left
+    first = snapshot(old)
+
+    def check(t):
+        assert snapshot(t / "out") == first
+        assert not old.exists()
+
+    # a run refused once it holds the lock (its row key city is also a known variable) puts them back first
+    return Case(["run", "--config", cfg, "--set", "row_key=city", "--set", "exclude=[]"],
+                words=("known_variables", "city"), check=check, keeps_files=False)
+
+
+def keyed(t, o_key, a_key):
+    o, a = frame().assign(pid=o_key), frame(seed=1).assign(pid=a_key)
+    return config(t, originals=put(t / "data" / "o2.parquet", o), avatars=put(t / "data" / "a2.parquet", a),
+                  exclude=[], row_key="pid")
+
+
+def case_run_nan_row_key(t):
+    key = np.arange(40, dtype=float)
+    key[4] = np.nan
+    return Case(["run", "--config", keyed(t, key, np.arange(40, dtype=float))], words=("originals", "pid", "NaN"))
+
+
+def case_run_minus_zero_row_key_is_zero(t):
+    o_key, a_key = np.arange(40, dtype=float), np.arange(40, dtype=float)
+    o_key[0], a_key[0] = -0.0, 0.0
+
+    def check(t):
+        assert json.loads((t / "out" / "report.json").read_text())["inputs"]["originals_rows"] == 40
+
+    return Case(["run", "--config", keyed(t, o_key, a_key)], code=0, check=check)
+
+
+def case_run_integer_key_against_double_key(t):
+    cfg = keyed(t, np.arange(40), np.arange(40, dtype=float))
+    return Case(["run", "--config", cfg], words=("pid", "different types", "integer in the originals",
+                                                  "floating-point in the avatars"))
+
+
+def case_run_spark_conf_empty_key(t):
+    return Case(["run", "--config", config(t), "--set", "spark.conf.=x"], words=("spark.conf", "empty setting name"))
+
+
+def case_run_spark_conf_mapping_value(t):
+    return Case(["run", "--config", config(t), "--set", "spark.conf={a: {b: c}}"], words=("spark.conf.a", "mapping"))
+
+
+def case_run_parquet_names_differing_in_case(t):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    o = t / "data" / "o2.parquet"
+    o.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(frame().assign(Age=frame()["age"]), preserve_index=False), o)
+    cfg = config(t, originals={"path": str(o), "format": "parquet"})
+    return Case(["run", "--config", cfg], words=("originals", "differ only in case"))
+
+
+def case_run_parquet_nanosecond_timestamps(t):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    o = t / "data" / "o2.parquet"
+    o.parent.mkdir(parents=True)
+    table = pa.Table.from_pandas(frame(), preserve_index=False)
+    table = table.append_column("seen", pa.array(np.arange(40) * 10**9, pa.timestamp("ns")))
+    pq.write_table(table, o, coerce_timestamps=None)
+    cfg = config(t, originals={"path": str(o), "format": "parquet"})
+    return Case(["run", "--config", cfg], words=("originals", "nanosecond"))
+
+
+# ------------------------------------------------------------------ secrets through each input path
+
+
+def with_secret_check(t, **over):
+    def check(t):
+        rep = json.loads((t / "out" / "report.json").read_text())
+        assert rep["inputs"]["originals_rows"] == 40
+        assert (t / "out" / "records").is_dir()
+
+    return check
+
+
+def case_run_csv_inputs(t):
+    cfg = config(t, originals=put(t / "data" / "o.csv", frame(), "csv"), avatars=put(t / "data" / "a.csv", frame(seed=1), "csv"))
+    return Case(["run", "--config", cfg], code=0, check=with_secret_check(t))
+
+
+def case_run_metastore_tables(t):
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    spark.createDataFrame(frame()).createOrReplaceTempView("safety_originals")
+    spark.createDataFrame(frame(seed=1)).createOrReplaceTempView("safety_avatars")
+    cfg = config(t, originals={"table": "safety_originals"}, avatars={"table": "safety_avatars"})
+    return Case(["run", "--config", cfg], code=0, check=with_secret_check(t))
+
+
+def case_api_evaluate_dataframes(t):
+    return Case([config(t)], code=0, check=with_secret_check(t), runner="api")
+
+
+def case_api_evaluate_dataframes_refused(t):
+    o = put(t / "data" / "o.csv", frame(), "csv")
+    a = put(t / "data" / "a.csv", frame(seed=1).assign(extra=1).rename(columns={"extra": SECRET}), "csv")
+    return Case([config(t, originals=o, avatars=a)], runner="api", words=("avatars", "column number 5"))
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
+
+
+def api_run(config_path: str) -> int:
+    """A notebook's run: the user reads the tables, calls evaluate, then Report.write."""
+    from pyspark.sql import SparkSession
+
+    from avatar_metrics import evaluate
+    from avatar_metrics.errors import AvatarMetricsError
+
+    spark = SparkSession.getActiveSession()
+    cfg = yaml.safe_load(Path(config_path).read_text())
+    tables = [spark.read.format(cfg[r]["format"]).option("header", True).option("inferSchema", True)
+              .load(cfg[r]["path"]) if r in cfg else None for r in ("originals", "avatars", "holdout")]
+    keys = {k: v for k, v in cfg.items() if k not in ("originals", "avatars", "holdout", "output")}
+    try:
+        report = evaluate(spark, *tables, keys)
+        report.write(cfg["output"])
+    except AvatarMetricsError as exc:
+        print(f"avatar-metrics: error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    if report.records is not None:
+        report.records.unpersist()
+    return 0
 
 
 def run_case(case: Case, t: Path, capfd, monkeypatch) -> tuple[int, str, str]:
@@ -444,6 +741,10 @@ def run_case(case: Case, t: Path, capfd, monkeypatch) -> tuple[int, str, str]:
         proc = subprocess.run([sys.executable, "-m", "avatar_metrics", *case.argv], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
         return proc.returncode, proc.stdout, proc.stderr
+    if case.runner == "api":
+        code = api_run(case.argv[0])
+        out, err = capfd.readouterr()
+        return code, out, err
     if case.runner == "databricks":
         monkeypatch.setattr(sys, "argv", ["avatar-metrics-databricks", *case.argv])
         with pytest.raises(SystemExit) as stop:
@@ -458,15 +759,26 @@ def run_case(case: Case, t: Path, capfd, monkeypatch) -> tuple[int, str, str]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_safety(spark, tmp_path, capfd, monkeypatch, name):
     case = CASES[name](tmp_path)
-    capfd.readouterr()
-    before = snapshot(tmp_path)
-    code, out, err = run_case(case, tmp_path, capfd, monkeypatch)
+    try:
+        capfd.readouterr()
+        before = snapshot(tmp_path)
+        code, out, err = run_case(case, tmp_path, capfd, monkeypatch)
+        after = snapshot(tmp_path)
+    finally:
+        if case.teardown:
+            case.teardown(tmp_path)
     assert code == case.code, err[-3000:]
-    assert SECRET not in out and SECRET not in err
+    secrets = (SECRET, *case.secrets)
+    for secret in secrets:
+        assert secret not in out and secret not in err, secret
+    assert leaked(tmp_path, secrets) == []
     msg = err.split("avatar-metrics: error:", 1)[-1]
     for w in case.words:
         assert w in msg, (w, msg)
-    if case.code == 2:
-        assert snapshot(tmp_path) == before  # nothing changed, nothing appeared
+    if case.code == 2 and case.keeps_files:
+        assert after == before  # nothing changed, nothing appeared
+    if case.code == 0:
+        mine = {p: v for p, v in before.items() if not any(p in (w, w + "/") or p.startswith(w + "/") for w in case.writes)}
+        assert {p: after.get(p) for p in mine} == mine  # the user's files: same bytes, mode, owner
     if case.check:
         case.check(tmp_path)

@@ -37,24 +37,33 @@ PROFILE = "__profile"  # a 64-bit hash of a binned profile: the key both sides o
 
 @dataclass(frozen=True)
 class Bins:
-    """Binning of one numeric variable: ``floor((x - lo) / step)``, or one bin."""
+    """Binning of one numeric variable: ``floor((x - lo) / step)``, or one bin.
+
+    ``lo`` and ``step`` come from the unique originals' values, the most
+    identifiable people: with two of them, both values could be solved back
+    from the pair. They stay inside the run; the report gets ``count`` only.
+    """
 
     lo: float | None
     step: float | None  # None: constant variable, every value in bin 0
+    count: int | None = 1  # bins from lo to U's largest value (None: too many to count in float64)
 
     def to_dict(self):
-        return {"lo": self.lo, "step": self.step}
+        return self.count
 
 
 def bins_for(n: int, vmin, vmax, mean: float, sd: float) -> Bins:
     """The spec's bin grid from statistics over U."""
-    if n == 0 or vmin is None or vmin == vmax:
+    if n == 0 or vmin is None:
+        return Bins(lo=None, step=None, count=0)  # no value in U: nulls only
+    if vmin == vmax:
         return Bins(lo=None, step=None)
     step = 0.05 * abs(mean)
     if step == 0.0:
         step = 0.05 * (vmax - vmin)
     lo = vmin - sd / 10
-    return Bins(lo=lo, step=step)
+    span = math.floor((vmax - lo) / step) if step > 0 else math.inf
+    return Bins(lo=lo, step=step, count=int(span) + 1 if math.isfinite(span) and span < BIG else None)
 
 
 def _binned(df: DataFrame, names, kinds, bins: list[Bins | None]) -> DataFrame:
@@ -119,6 +128,8 @@ def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
             s = first[k]
             sd = math.ldexp(sd_of(dev[k].total, s.n), scale[k]) if s.n else math.nan
             bins[i] = bins_for(s.n, s.lo, s.hi, means.get(k, math.nan), sd)
+        elif k in numeric:
+            bins[i] = bins_for(0, None, None, math.nan, math.nan)
     return bins
 
 
