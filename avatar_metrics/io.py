@@ -128,7 +128,7 @@ def _read_csv(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
     return df.drop(CORRUPT)
 
 
-def looks_like_value(name: str) -> bool:
+def _looks_like_value(name: str) -> bool:
     """A column name that reads as a value: a number, empty, or Spark's ``_c0`` of a missing name."""
     try:
         float(name)
@@ -143,7 +143,7 @@ def _check_header(names: list[str], recurring: int, role: str, spec: TableSpec) 
     The first row is taken for data when most of its fields read as values: numbers, empty
     fields, or (``recurring``) text that occurs again in its own column further down.
     """
-    if names and (sum(looks_like_value(n) for n in names) + recurring) * 2 > len(names):
+    if names and (sum(_looks_like_value(n) for n in names) + recurring) * 2 > len(names):
         raise InputError(
             f"{role}: the first row of {spec.path} does not look like a header (most of its fields are numbers, "
             "empty, or values that recur in their column): the CSV format needs a header row with the column "

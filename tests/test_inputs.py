@@ -100,7 +100,7 @@ def errors():
         "key missing": (base, other, None, {"row_key": "pid"}, InputError, ["pid", "missing"]),
         "key duplicated": (base.assign(pid=1), other.assign(pid=np.arange(20)), None, {"row_key": "pid"}, InputError, ["originals", "pid", "duplicated"]),
         "key sets differ": (base.assign(pid=np.arange(20)), other.assign(pid=np.arange(20) + 1), None, {"row_key": "pid"}, InputError, ["pid", "same key set"]),
-        "key null": (base.assign(pid=[None] + list(range(19))), other.assign(pid=np.arange(20)), None, {"row_key": "pid"}, InputError, ["pid", "null"]),
+        "key null": (base.assign(pid=[None] + list(range(19))), other.assign(pid=np.arange(20.0)), None, {"row_key": "pid"}, InputError, ["pid", "null"]),
         "holdout schema": (base, other, other.drop(columns=["city"]), {}, InputError, ["holdout", "city"]),
         "holdout types": (base, other, other.assign(score="x"), {}, InputError, ["score", "holdout string"]),
         "unknown known": (base, other, None, {"known_variables": ["agee"]}, ConfigError, ["known_variables", "agee"]),
