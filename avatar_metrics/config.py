@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
     "records": True,
     # false: synthetic data with no link to the originals (any number of records)
     "avatars_aligned": True,
+    # Local Cloaking counts exactly up to this many avatars (spec: "Local Cloaking", Cap)
+    "local_cloaking_cap": 1000,
     "spark": {"master": "local[*]", "conf": {}},
     # Additions to the interface (documented in conf/template.yaml):
     "search": {
@@ -94,6 +96,7 @@ class Config:
     output: str
     records: bool
     avatars_aligned: bool
+    local_cloaking_cap: int
     spark_master: str
     spark_conf: Mapping[str, str]
     search: SearchSettings
@@ -138,6 +141,7 @@ class Config:
             "output": self.output,
             "records": self.records,
             "avatars_aligned": self.avatars_aligned,
+            "local_cloaking_cap": self.local_cloaking_cap,
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions,
                        "home_from": self.home_from},
@@ -337,6 +341,13 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     for flag in ("records", "avatars_aligned"):
         if not isinstance(merged[flag], bool):
             raise ConfigError(f"configuration key {flag} must be true or false")
+    cap = int(_number(merged["local_cloaking_cap"], "local_cloaking_cap", 1, 2**62, integer=True))
+    lc_target = targets.get("local_cloaking")
+    if lc_target is not None and cap < 2 * lc_target:
+        raise ConfigError(
+            f"configuration key local_cloaking_cap ({cap}) must be at least twice the Local Cloaking target "
+            f"({lc_target:g}): below that, a median computed up to the cap could pass or miss the target "
+            "differently from the exact one")
     master = merged["spark"]["master"]
     if not isinstance(master, str) or not master:
         raise ConfigError("configuration key spark.master must be a Spark master URL such as local[*]")
@@ -372,6 +383,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         output=output,
         records=merged["records"],
         avatars_aligned=merged["avatars_aligned"],
+        local_cloaking_cap=cap,
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
         search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp, home_from=home_from),

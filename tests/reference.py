@@ -262,8 +262,9 @@ def hidden_rate(O, A, kinds, seed):
     return 100.0 * (1.0 - hits / len(O)), hits, [r[3] == i for i, r in enumerate(res)]
 
 
-def local_cloaking(O, A, kinds):
-    """(median, uncloaked percent, LC_i list): LC_i = #{j != i : G(x_i, a_j) <= G(x_i, a_i)}."""
+def local_cloaking(O, A, kinds, cap=None):
+    """(median, uncloaked percent, LC_i list): LC_i = #{j != i : G(x_i, a_j) <= G(x_i, a_i)},
+    each taken as min(LC_i, cap) when a cap is given (the median is that of the capped counts)."""
     variables = list(kinds)
     ranges = _all_ranges(O, A, variables, kinds)
     orecs, arecs = O.to_dict("records"), A.to_dict("records")
@@ -271,6 +272,8 @@ def local_cloaking(O, A, kinds):
     for i, x in enumerate(orecs):
         own = gower(x, arecs[i], variables, kinds, ranges)
         lc.append(sum(1 for j, y in enumerate(arecs) if j != i and gower(x, y, variables, kinds, ranges) <= own))
+    if cap is not None:
+        lc = [min(c, cap) for c in lc]
     return midpoint(lc, 50), 100.0 * sum(1 for c in lc if c == 0) / len(lc), lc
 
 

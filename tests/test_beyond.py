@@ -49,6 +49,26 @@ def test_hidden_rate_and_local_cloaking(spark, frames, partitions, block):
     assert any(c > 0 for c in lc) and 0 < hits < len(O), "the data must exercise both outcomes"
 
 
+@pytest.mark.parametrize("cap,target,partitions,block", [(2, 1, 3, 17), (5, 2, 1, 1000), (12, 5, 7, 9)])
+def test_local_cloaking_up_to_a_cap(spark, frames, cap, target, partitions, block):
+    """min(LC_i, cap) per original, its median, and the Hidden Rate still exact (spec: Local Cloaking, Cap)."""
+    O, A = frames
+    rep = run(spark, O, A, partitions, seed=6, local_cloaking_cap=cap, targets={"local_cloaking": target},
+              search={"block_size": block})
+    d = rep.to_dict()["metrics"]
+    median, uncloaked, lc = ref.local_cloaking(O, A, KINDS, cap=cap)
+    _, exact_uncloaked, exact = ref.local_cloaking(O, A, KINDS)
+    m = d["local_cloaking"]
+    assert (m["value"], m["details"]["uncloaked"]) == (median, uncloaked) and uncloaked == exact_uncloaked
+    assert m["details"]["cap"] == cap and m["details"]["capped"] == sum(c >= cap for c in exact) > 0
+    assert m["details"]["median_at_cap"] == (median == cap)
+    assert d["hidden_rate"]["details"]["hits"] == ref.hidden_rate(O, A, KINDS, seed=6)[1]
+    recs = rep.records.toPandas().set_index("rid").sort_index()
+    rep.records.unpersist()
+    assert recs.local_cloaking.tolist() == lc
+    assert recs.local_cloaking_capped.tolist() == [c >= cap for c in exact]
+
+
 def test_ties_at_the_radius_count(spark):
     # every avatar is a copy of one of two records: ties everywhere, at distance 0 too
     O = pd.DataFrame({"a": [1.0, 2.0] * 6, "c": ["x", "y"] * 6})

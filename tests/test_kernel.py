@@ -322,8 +322,22 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
     for how in HOWS:
         got = idx.within(Q, qids, salt, radius, how=how)
         assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want, how
-    # counts of two blocks add up, winners take the smallest
+    # the cap (spec: Local Cloaking, Cap): a query may be left once le > cap and lt > 0; then only
+    # min(le, cap + 1) and lt > 0 are exact, every other query's result is exact whole; blocks add up
     half = nc // 2
+    want_le, want_lt = np.array([w[0] for w in want]), np.array([w[1] for w in want])
+    for cap in (1, 2, 5, nc + 1):
+        free = ~((want_le > cap) & (want_lt > 0))
+        for how in HOWS:
+            got = idx.within(Q, qids, salt, radius, how=how, cap=cap)
+            assert np.array_equal(np.minimum(got.le, cap + 1), np.minimum(want_le, cap + 1)), (how, cap)
+            assert np.array_equal(got.lt > 0, want_lt > 0), (how, cap)
+            rows = list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist()))
+            assert [r for r, f in zip(rows, free) if f] == [w for w, f in zip(want, free) if f], (how, cap)
+        parts = [CandidateIndex(C[s], cids[s], space).within(Q, qids, salt, radius, cap=cap)
+                 for s in (slice(0, half), slice(half, nc)) if C[s].shape[0]]
+        assert np.array_equal(np.minimum(sum(p.le for p in parts), cap + 1), np.minimum(want_le, cap + 1)), cap
+    # counts of two blocks add up, winners take the smallest
     a = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius) if half else None
     b = CandidateIndex(C[half:], cids[half:], space).within(Q, qids, salt, radius)
     if a is not None:
@@ -331,6 +345,22 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
         merged = list(zip((a.le + b.le).tolist(), (a.lt + b.lt).tolist(), np.where(take, a.key, b.key).tolist(),
                           np.where(take, a.cid, b.cid).tolist()))
         assert merged == want
+
+
+def test_the_cap_leaves_a_query_early():
+    """Past its cap (and with a candidate strictly inside), the index stops counting a query:
+    half of 3,000 candidates lie within each radius, a cap of 10 stops after a few nodes (a node
+    wholly inside the radius is counted at once, so a query may pass its cap by a node)."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    C = np.column_stack([rng.integers(0, 300, n), rng.integers(0, 5, n), rng.normal(0, 1, n)]).astype(float)
+    space = K.Space(is_cat=np.array([True, True, False]), ranges=np.array([0.0, 0.0, 8.0]))
+    Q, qids, cids = C[:50].copy(), np.arange(50), np.arange(n)
+    radius = np.sort(K.gower_block(Q, C, space), axis=1)[:, n // 2]
+    idx = CandidateIndex(C, cids, space)
+    full = idx.within(Q, qids, 1, radius, how="index")
+    capped = idx.within(Q, qids, 1, radius, how="index", cap=10)
+    assert (full.le > 1000).all() and (capped.le > 10).all() and (capped.le < full.le // 3).all()
 
 
 def test_empty_block_changes_nothing():

@@ -53,6 +53,7 @@ values, and a query value absent from the block gets a code no candidate has.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -60,7 +61,7 @@ import pickle
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -187,8 +188,8 @@ def _nearest_step(index: CandidateIndex, Q, qids, salt, pdf) -> None:
         pdf[c] = getattr(st, c)
 
 
-def _within_step(index: CandidateIndex, Q, qids, salt, pdf) -> None:
-    w = index.within(Q, qids, salt, pdf["radius"].to_numpy(dtype=np.float64))
+def _within_step(index: CandidateIndex, Q, qids, salt, pdf, cap: int | None = None) -> None:
+    w = index.within(Q, qids, salt, pdf["radius"].to_numpy(dtype=np.float64), cap=cap)
     pdf["le"] = pdf["le"].to_numpy() + w.le
     pdf["lt"] = pdf["lt"].to_numpy() + w.lt
     key, cid = pdf["key"].to_numpy(), pdf["cid"].to_numpy()
@@ -442,6 +443,7 @@ def within(
     search: SearchSettings,
     n_candidates: int | None = None,
     n_queries: int | None = None,
+    cap: int | None = None,
 ) -> DataFrame:
     """For every query with a ``radius`` column: ``le`` and ``lt``, the candidates at
     distance at most and less than its radius, and ``key``/``cid``, the tie-break
@@ -449,9 +451,13 @@ def within(
 
     The radius must be a distance the kernel computes bit for bit (the
     distance to one candidate, say). Same blocks, passes and caching as
-    ``nearest``; counts of blocks add up exactly.
+    ``nearest``; counts of blocks add up exactly. With ``cap``, a block may stop
+    counting for a query once it has found more than ``cap`` candidates within the
+    radius and one strictly inside (``CandidateIndex.within``): ``min(le, cap + 1)``
+    and ``lt > 0`` stay exact, and so does everything of a query with ``lt == 0``.
     """
-    return _search(queries, candidates, variables, ranges, name, search, n_candidates, WITHIN, n_queries)
+    fold = WITHIN if cap is None else replace(WITHIN, step=functools.partial(_within_step, cap=cap))
+    return _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries)
 
 
 def shuffle_partitions(spark) -> int | None:

@@ -160,6 +160,7 @@ def _count(q, p, d, members, moff, sq, radius, le, lt, bkey, bcid):
 
 
 NEAREST, WITHIN = 0, 1  # the two folds of a visited point: top-2 state, or counts within a radius
+NO_CAP = np.iinfo(np.int64).max  # a count within a radius with no cap
 
 
 @njit(cache=_CACHE, inline="always")
@@ -567,21 +568,23 @@ def _outer_bounds(Q, q, k, outer, is_cat, ranges, nv):
 
 @njit(cache=_CACHE)
 def _within_outer(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree,
-                  outer):
+                  outer, cap):
     """Counts within each query's radius through the tree over all the groups: a node wholly
     beyond the radius is skipped, one wholly inside it counted at once; a node of one group goes
     through that group's tree, or box by box, with the group's H; a small node of several groups
-    point by point."""
+    point by point. A query is left once it has more than ``cap`` candidates within its radius
+    and one of them strictly inside it (the spec's cap: its count is only needed up to ``cap``,
+    and its own candidate cannot be the nearest any more)."""
     stack = np.empty(outer[0].shape[0] + 1, dtype=np.int64)  # a depth-first walk holds fewer nodes than the tree
     tstack = np.empty(TREE_STACK, dtype=np.int64)
     bstack = np.empty(TREE_STACK)
     _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree, outer,
-                 stack, tstack, bstack)
+                 stack, tstack, bstack, cap)
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree, outer,
-                 stack, tstack, bstack):
+                 stack, tstack, bstack, cap):
     """``_within_outer`` with its stacks given."""
     ns, ne, ga, gb, left, nm = outer[0], outer[1], outer[2], outer[3], outer[4], outer[5]
     gstart = outer[9]
@@ -592,6 +595,8 @@ def _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, 
         stack[0] = 0
         sp = 1 if ns.shape[0] > 0 else 0
         while sp > 0:
+            if le[q] > cap and lt[q] > 0:
+                break  # capped: checked between nodes, so a query may pass its cap by one node's count
             sp -= 1
             k = stack[sp]
             b_lo, b_hi, h = _outer_bounds(Q, q, k, outer, is_cat, ranges, nv)
@@ -971,14 +976,21 @@ class CandidateIndex:
             self._traverse(Q, qids, salt, (NEAREST, st.d1, st.d2, st.n1, unused, st.key, st.cid), how)
         return st
 
-    def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray, how: str = "auto") -> Within:
+    def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray, how: str = "auto",
+               cap: int | None = None) -> Within:
         """Per query, this block's candidates at most ``radius`` away (``le``), closer
-        than it (``lt``), and the tie-break winner among those exactly at it."""
+        than it (``lt``), and the tie-break winner among those exactly at it.
+
+        With ``cap``, the index may leave a query once ``le > cap`` and ``lt > 0``: then
+        ``le`` is only known to exceed ``cap`` (``min(le, cap + 1)`` is exact), ``lt`` to
+        be positive, and the tie-break winner is not searched for (with a candidate
+        strictly inside the radius, none at it can be the nearest). Otherwise all exact."""
         nq = Q.shape[0]
         out = Within.empty(nq)
         if nq and self.n_candidates:
             radius = np.ascontiguousarray(radius, dtype=np.float64)
-            self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid), how)
+            self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid), how,
+                           NO_CAP if cap is None else int(cap))
         return out
 
     def _lookups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1007,7 +1019,7 @@ class CandidateIndex:
             out[:, j] = np.where(vals[i] == prof[:, j], i, -1) if vals.size else -1
         return out
 
-    def _traverse(self, Q, qids, salt, fold, how: str = "auto"):
+    def _traverse(self, Q, qids, salt, fold, how: str = "auto", cap: int = NO_CAP):
         """Fold this block into the queries' state: by the index, or by the plain scan of
         every point (``how``: "index", "flat", or "auto": both race on a sample of the
         queries and the faster takes the rest; either gives the same state, bit for bit)."""
@@ -1035,7 +1047,7 @@ class CandidateIndex:
             while done < sample.size:
                 part = sample[done : done + step]
                 t0 = time.perf_counter()
-                self._by_index(Q, part, sq, args)
+                self._by_index(Q, part, sq, args, cap)
                 t_index += time.perf_counter() - t0
                 t0 = time.perf_counter()
                 _flat(Q, part, sq, self.PT, *args[1:6], *scratch)
@@ -1052,15 +1064,16 @@ class CandidateIndex:
         if how == "flat":
             _flat(Q, rest, sq, self.PT, *args[1:])
         else:
-            self._by_index(Q, rest, sq, args)
+            self._by_index(Q, rest, sq, args, cap)
 
-    def _by_index(self, Q, qs, sq, args):
+    def _by_index(self, Q, qs, sq, args, cap: int = NO_CAP):
         """Visit, for each query of ``qs``, the groups whose bound H/|V| does not exceed its limit
-        (counts within a radius: the nodes of the tree over all the groups that cross it)."""
+        (counts within a radius: the nodes of the tree over all the groups that cross it, up to
+        ``cap``, see ``within``)."""
         if qs.size == 0:
             return
         if args[6] == WITHIN:
-            _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer)
+            _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer, cap)
             return
         nv = self.space.n_vars
         extra = (*args[1:], self.tree)

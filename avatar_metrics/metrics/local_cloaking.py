@@ -12,6 +12,12 @@ float64 terms as the search's, so its own avatar is counted exactly once, at
 the radius; ``le - 1`` is LC_i. The same search tells whether the own avatar
 is the nearest with the spec's tie-break: no avatar closer (``lt == 0``) and
 the smallest keyed hash among those at the radius is its own.
+
+The cap (``local_cloaking_cap``, spec: "Local Cloaking", Cap): LC_i is needed
+only up to the cap K, so the search may leave an original once a block has
+shown it more than K avatars within its radius, one of them strictly inside
+(then its own avatar is not the nearest: the Hidden Rate stays exact). The
+metric reports ``min(LC_i, K)``, exact whatever the search skipped.
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         radius = pair_distances(inputs.originals, inputs.avatars, variables, ranges)
         queries = inputs.originals.join(radius, ID)
+        cap = cfg.local_cloaking_cap
         counts = within(queries, inputs.avatars, variables, ranges, name=SEARCH, search=cfg.search,
-                        n_candidates=inputs.n_avatars, n_queries=inputs.n_originals)
+                        n_candidates=inputs.n_avatars, n_queries=inputs.n_originals, cap=cap)
         out = counts.select(
             ID,
-            (F.col("le") - 1).alias("local_cloaking"),
+            F.least(F.col("le") - 1, F.lit(cap)).alias("local_cloaking"),
+            (F.col("le") - 1 >= cap).alias("local_cloaking_capped"),
             ((F.col("lt") == 0) & (F.col("cid") == F.col(ID))).alias("hidden_hit"),
         ).cache()
         out.count()
@@ -65,7 +73,9 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     per = cloaking(inputs, cfg)
     n = inputs.n_originals
     (median,), m = midpoint_percentiles(per, "local_cloaking", [50])
+    cap = cfg.local_cloaking_cap
     row = per.agg(
+        F.count(F.when(F.col("local_cloaking_capped"), 1)).alias("capped"),
         F.count(F.when(F.col("local_cloaking") == 0, 1)).alias("zero"),
         F.count(F.when(F.col("local_cloaking") < 0, 1)).alias("lost"),
         *[F.count(F.when(F.least(F.col("local_cloaking"), F.lit(BINS - 1)) == b, 1)).alias(f"b{b}") for b in range(BINS)],
@@ -76,10 +86,13 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         "median": median,
         "uncloaked": 100.0 * row["zero"] / n,
         "n": n,
+        "cap": cap,
+        "capped": int(row["capped"]),
+        "median_at_cap": median == cap,
         "histogram": {"lo": 0, "hi": BINS, "counts": [int(row[f"b{b}"]) for b in range(BINS)]},
     })
     if cfg.records:
-        result.records = per.select(ID, "local_cloaking").cache()
+        result.records = per.select(ID, "local_cloaking", "local_cloaking_capped").cache()
     return result
 
 
@@ -88,8 +101,10 @@ def reading(m: dict) -> str:
     if m["value"] == 0:
         return (f"At least half of the originals have no other avatar as close to them as their own (median 0): "
                 f"{d['uncloaked']:.2f}% are uncloaked, their own avatar is the closest one, alone.")
+    capped = (f" The count stops at {d['cap']:g} avatars (local_cloaking_cap): the median is at that cap, so it "
+              "is at least that." if d.get("median_at_cap") else "")
     return (f"Half of the originals have at least {m['value']:g} other avatars as close to them as their own "
-            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest one, alone).")
+            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest one, alone).{capped}")
 
 
 def figures(m: dict) -> list[str]:
@@ -111,6 +126,6 @@ METRIC = Metric(
     advice=("Too few avatars surround each original's own avatar: increase k, so that each avatar blends more "
             "individuals and lies among others rather than alone next to its original."),
     needs=frozenset({"alignment"}),
-    records=("local_cloaking",),
+    records=("local_cloaking", "local_cloaking_capped"),
     figures=figures,
 )
