@@ -127,3 +127,11 @@ def test_aligned_tables_of_different_sizes_name_the_key(spark, frames):
     O, A = frames
     with pytest.raises(InputError, match="avatars_aligned"):
         evaluate(spark, to_spark(spark, O), to_spark(spark, A.iloc[:50]), None, {})
+
+
+def test_a_median_at_the_cap_reads_at_least():
+    from avatar_metrics.metrics.local_cloaking import reading
+
+    d = {"uncloaked": 0.0, "cap": 10, "median_at_cap": True}
+    assert "the median is at that cap, so it is at least that" in reading({"value": 10, "details": d})
+    assert "cap" not in reading({"value": 9, "details": {**d, "median_at_cap": False}})
