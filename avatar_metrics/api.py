@@ -19,6 +19,7 @@ from .config import Config, as_config
 from . import metrics as declared
 from .errors import ConfigError
 from .io import ID, KEY, input_files
+from .engine.split import draw_sample
 from .report import MetricResult, Report
 from .schema import Inputs, prepare_inputs, release
 
@@ -89,6 +90,9 @@ def evaluate(
     with timer.step("inputs"):
         inputs = prepare_inputs(originals, avatars, holdout, cfg)
     try:
+        if cfg.query_sample is not None:
+            with timer.step("sample"):
+                draw_sample(inputs, cfg.query_sample, cfg.seed)
         log.info(
             "inputs: %d originals, %d avatars, %s holdout records, %d variables, %d known",
             inputs.n_originals,
@@ -99,7 +103,11 @@ def evaluate(
         )
         for metric in declared.REGISTRY:
             with timer.step(metric.key):
-                metrics[metric.key] = metric.compute(inputs, cfg)
+                result = metric.compute(inputs, cfg)
+            # spec: every metric carries ci95 (from a sample) and sampled (its number of queries), or null
+            result.details.setdefault("ci95", None)
+            result.details.setdefault("sampled", None)
+            metrics[metric.key] = result
         records = None
         if cfg.records:
             with timer.step("records"):
@@ -124,6 +132,7 @@ def evaluate(
             "row_key": inputs.row_key,
             "reference": cr.get("reference"),
             "avatars_aligned": inputs.aligned,
+            "query_sample": inputs.n_sampled,
         },
         seed=cfg.seed,
         versions=versions(spark),
@@ -135,7 +144,7 @@ def evaluate(
 
 # the columns of records/ besides the row key (the key may not take one of these names)
 def record_columns() -> tuple[str, ...]:
-    return ("position",) + tuple(c for m in declared.REGISTRY for c in m.records)
+    return ("position", "sampled") + tuple(c for m in declared.REGISTRY for c in m.records)
 
 
 def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> DataFrame:
@@ -149,6 +158,8 @@ def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> Da
         base = inputs.originals.select(ID, F.col(ID).alias("position"))
     else:
         base = inputs.originals.select(ID, F.col(KEY).alias(key))
+    # the search-based columns are null where the original was not sampled
+    base = base.withColumn("sampled", F.lit(True) if inputs.sample_mark is None else inputs.sample_mark)
     for metric in declared.REGISTRY:
         result = metrics.get(metric.key)
         if result is not None and result.records is not None:

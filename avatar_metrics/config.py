@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "avatars_aligned": True,
     # Local Cloaking counts exactly up to this many avatars (spec: "Local Cloaking", Cap)
     "local_cloaking_cap": 1000,
+    # null: every original is a query; N: the N originals of smallest keyed hash, searched
+    # against all candidates, with confidence intervals (spec: "Sampled queries")
+    "query_sample": None,
     "spark": {"master": "local[*]", "conf": {}},
     # Additions to the interface (documented in conf/template.yaml):
     "search": {
@@ -100,6 +103,7 @@ class Config:
     spark_master: str
     spark_conf: Mapping[str, str]
     search: SearchSettings
+    query_sample: int | None = None
 
     @property
     def block_size(self) -> int:
@@ -142,6 +146,7 @@ class Config:
             "records": self.records,
             "avatars_aligned": self.avatars_aligned,
             "local_cloaking_cap": self.local_cloaking_cap,
+            "query_sample": self.query_sample,
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions,
                        "home_from": self.home_from},
@@ -290,6 +295,8 @@ def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -
         kind = "a whole number" if integer else "a number"
         raise ConfigError(f"configuration key {key} must be {kind}, not {type(value).__name__}")
     if not (lo <= value <= hi):
+        if integer and hi >= 2**62:  # no practical upper bound: do not print one
+            raise ConfigError(f"configuration key {key} must be a whole number of at least {lo:g}, not {value}")
         raise ConfigError(f"configuration key {key} must be between {lo:g} and {hi:g}")
     return value
 
@@ -348,6 +355,9 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
             f"configuration key local_cloaking_cap ({cap}) must be at least twice the Local Cloaking target "
             f"({lc_target:g}): below that, a median computed up to the cap could pass or miss the target "
             "differently from the exact one")
+    sample = merged["query_sample"]
+    if sample is not None:
+        sample = int(_number(sample, "query_sample", 1, 2**62, integer=True))
     master = merged["spark"]["master"]
     if not isinstance(master, str) or not master:
         raise ConfigError("configuration key spark.master must be a Spark master URL such as local[*]")
@@ -387,6 +397,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
         search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp, home_from=home_from),
+        query_sample=sample,
     )
 
 

@@ -19,21 +19,30 @@ h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px sol
 table{border-collapse:collapse;margin:.6rem 0}td,th{padding:.3rem .7rem;border-bottom:1px solid #eee;text-align:left}
 .met{color:#1a7f37;font-weight:600}.missed{color:#c62828;font-weight:600}.na{color:#777}
 .card{border:1px solid #ddd;border-radius:6px;padding:.8rem 1rem;margin:.8rem 0}
-.value{font-size:1.5rem;font-weight:700}.advice{background:#fff4e5;padding:.5rem .8rem;border-radius:4px}
+.value{font-size:1.5rem;font-weight:700}.ci{color:#555}.advice{background:#fff4e5;padding:.5rem .8rem;border-radius:4px}
 svg{background:#fff;border:1px solid #eee;margin:.4rem 0}figure{margin:1rem 0}figcaption{color:#555;font-size:.9rem}
 """
 
 
+def _interval(r: dict) -> str | None:
+    """"lo to hi" of a metric computed from a query sample, else None."""
+    ci = r["details"].get("ci95") if r["computed"] else None
+    return None if ci is None else f"{fmt(ci[0])} to {fmt(ci[1])}"
+
+
 def _summary(report: dict) -> list[str]:
     m = report["metrics"]
+    n = report["inputs"]["originals_rows"]
+    any_ci = any(_interval(m[metric.key]) for metric in declared.REGISTRY)
     out = ['<h2 id="summary">Summary</h2><table id="summary-table"><tr><th>metric</th><th>value</th>'
-           "<th>target</th><th>result</th></tr>"]
+           + ("<th>95% interval</th>" if any_ci else "") + "<th>target</th><th>result</th></tr>"]
     for metric in declared.REGISTRY:
         r = m[metric.key]
         verdict = ('<span class="na">not computed</span>' if not r["computed"]
                    else '<span class="met">met</span>' if r["passed"] else '<span class="missed">missed</span>')
+        ci = f'<td data-field="ci95">{esc(_interval(r) or "exact")}</td>' if any_ci else ""
         out.append(f'<tr data-metric="{metric.key}"><td>{esc(metric.title)}</td><td data-field="value">'
-                   f'{fmt(r["value"])}</td><td data-field="target">{fmt(r["target"])}</td><td>{verdict}</td></tr>')
+                   f'{fmt(r["value"])}</td>{ci}<td data-field="target">{fmt(r["target"])}</td><td>{verdict}</td></tr>')
     out.append("</table>")
     for metric in declared.REGISTRY:
         r = m[metric.key]
@@ -41,6 +50,11 @@ def _summary(report: dict) -> list[str]:
         out.append(f'<div class="card" id="card-{metric.key}"><div>{esc(metric.title)}</div>'
                    f'<div class="value">{fmt(r["value"]) + unit if r["computed"] else "not computed"}</div>'
                    f"<p>{esc(metric.reading(r) if r['computed'] else 'Not computed: ' + r['reason'] + '.')}</p>")
+        if _interval(r):
+            out.append(f'<p class="ci" data-field="ci95">95% confidence interval: {esc(_interval(r))}{unit} '
+                       f'(sampled, {r["details"]["sampled"]:,} of {n:,} originals)'
+                       + ('; it takes the two thresholds, tau_d and tau_r, as fixed.'
+                          if r["details"].get("ci95_thresholds") == "fixed" else ".") + "</p>")
         if r["passed"] is False:
             out.append(f'<p class="advice">Below the target of {r["target"]:g}. {esc(metric.advice)}</p>')
         out.append("</div>")
@@ -55,6 +69,8 @@ def _facts(report: dict) -> list[str]:
              ("holdout", inp["holdout_rows"] if inp["holdout_rows"] is not None else "none"),
              ("reference", inp.get("reference")), ("row key", inp.get("row_key") or "input order"),
              ("avatars aligned", "yes" if inp.get("avatars_aligned", True) else "no: no link to the originals"),
+             ("queries", f"sampled, {inp['query_sample']:,} of {inp['originals_rows']:,} originals (query_sample), "
+                         "against every candidate" if inp.get("query_sample") else "every original (exact)"),
              ("known variables", ", ".join(inp["known_variables"]) or "none"),
              ("linkability halves", " | ".join(", ".join(h) for h in halves) or "—"),
              ("seed", report["seed"])]

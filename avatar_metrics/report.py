@@ -88,6 +88,10 @@ class Report:
             m = self.metrics[metric.key]
             if m.computed:
                 verdict = "met" if m.passed else "MISSED"
+                ci = m.details.get("ci95")
+                if ci is not None:  # spec: the interval, and that it comes from a sample
+                    verdict += (f"  (95% CI {metric.show(ci[0])} to {metric.show(ci[1])}; sampled, "
+                                f"{m.details['sampled']:,} of {self.inputs['originals_rows']:,} originals)")
                 lines.append(f"{metric.title:<32} {metric.show(m.value):>8} {m.target:>7g}  {verdict}")
             else:
                 lines.append(f"{metric.title:<32} {'-':>8} {m.target:>7g}  not computed: {m.reason}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -92,6 +92,19 @@ class Inputs:
     stats: dict[str, TableStats] = field(default_factory=dict)  # per table role
     aligned: bool = True  # avatar i made from original i (configuration key avatars_aligned)
     shared: dict = field(default_factory=dict)  # cached frames several metrics share (released with the inputs)
+    # query_sample (spec: "Sampled queries"): a boolean column of any table with ID, true for
+    # the sampled originals, and how many; None: every original is a query (exact)
+    sample_mark: Column | None = None
+    n_sampled: int | None = None
+
+    def queries(self) -> DataFrame:
+        """The originals the searches ask about: the sample, or every original. A filter,
+        not one more cache: a search's plan refers to its queries many times."""
+        return self.originals if self.sample_mark is None else self.originals.filter(self.sample_mark)
+
+    @property
+    def n_queries(self) -> int:
+        return self.n_originals if self.n_sampled is None else self.n_sampled
 
     @property
     def names(self) -> list[str]:

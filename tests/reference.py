@@ -100,12 +100,14 @@ def nearest(queries: pd.DataFrame, candidates: pd.DataFrame, variables, kinds, r
     return out
 
 
-def linkability(O, A, half_a, half_b, kinds, seed):
+def linkability(O, A, half_a, half_b, kinds, seed, sample=None):
+    """(LPR, linked); with ``sample`` (positions), over the sampled originals only."""
     ranges = {v: column_range([O, A], v) for v in list(half_a) + list(half_b) if kinds[v] == "numeric"}
     ra = nearest(O, A, half_a, kinds, ranges, seed, "linkability/A")
     rb = nearest(O, A, half_b, kinds, ranges, seed, "linkability/B")
-    linked = sum(1 for a, b in zip(ra, rb) if a[3] == b[3])
-    return 100.0 * (1.0 - linked / len(O)), linked
+    asked = range(len(O)) if sample is None else sample
+    linked = sum(1 for i in asked if ra[i][3] == rb[i][3])
+    return 100.0 * (1.0 - linked / len(asked)), linked
 
 
 # ------------------------------------------------------------------ CDMP
@@ -210,8 +212,9 @@ def working_half(n, seed):
     return sorted(order[: (n + 1) // 2])
 
 
-def closest(O, A, H, kinds, q=5, seed=0):
-    """Closest Rate details by brute force; H None: approximate holdout."""
+def closest(O, A, H, kinds, q=5, seed=0, sample=None):
+    """Closest Rate details by brute force; H None: approximate holdout. With ``sample``
+    (positions of originals), only the sampled working originals are asked about."""
     if H is None:
         wo_idx = working_half(len(O), seed)
         rest = sorted(set(range(len(O))) - set(wo_idx))
@@ -224,6 +227,10 @@ def closest(O, A, H, kinds, q=5, seed=0):
     ranges = {v: column_range([WO, WA, HO], v) for v in variables if kinds[v] == "numeric"}
     wa = nearest(WO, WA, variables, kinds, ranges, seed, "closest/avatars", ids[0], ids[1])
     ho = nearest(WO, HO, variables, kinds, ranges, seed, "closest/holdout", ids[0], ids[2])
+    if sample is not None:
+        keep = [k for k, i in enumerate(ids[0]) if i in set(sample)]
+        wa, ho = [wa[k] for k in keep], [ho[k] for k in keep]
+        ids = ([list(ids[0])[k] for k in keep], ids[1], ids[2])
     ratio = lambda d1, d2: d1 / d2 if d2 > 0 else None
     d_wa = [r[0] for r in wa]
     r_wa = [ratio(r[0], r[1]) for r in wa]
@@ -254,17 +261,21 @@ def _all_ranges(O, A, variables, kinds):
     return {v: column_range([O, A], v) for v in variables if kinds[v] == "numeric"}
 
 
-def hidden_rate(O, A, kinds, seed):
-    """Hits: original i's nearest avatar (search "hidden_rate", ties by the keyed hash) is avatar i."""
+def hidden_rate(O, A, kinds, seed, sample=None):
+    """Hits: original i's nearest avatar (search "hidden_rate", ties by the keyed hash) is avatar i.
+    With ``sample`` (positions), over the sampled originals only."""
     variables = list(kinds)
     res = nearest(O, A, variables, kinds, _all_ranges(O, A, variables, kinds), seed, "hidden_rate")
-    hits = sum(1 for i, r in enumerate(res) if r[3] == i)
-    return 100.0 * (1.0 - hits / len(O)), hits, [r[3] == i for i, r in enumerate(res)]
+    asked = range(len(O)) if sample is None else sample
+    hits = sum(1 for i in asked if res[i][3] == i)
+    return 100.0 * (1.0 - hits / len(asked)), hits, [r[3] == i for i, r in enumerate(res)]
 
 
-def local_cloaking(O, A, kinds, cap=None):
+def local_cloaking(O, A, kinds, cap=None, sample=None):
     """(median, uncloaked percent, LC_i list): LC_i = #{j != i : G(x_i, a_j) <= G(x_i, a_i)},
-    each taken as min(LC_i, cap) when a cap is given (the median is that of the capped counts)."""
+    each taken as min(LC_i, cap) when a cap is given (the median is that of the capped counts).
+    With ``sample`` (positions), the median and share are over the sampled originals; the list
+    stays one count per original."""
     variables = list(kinds)
     ranges = _all_ranges(O, A, variables, kinds)
     orecs, arecs = O.to_dict("records"), A.to_dict("records")
@@ -274,7 +285,8 @@ def local_cloaking(O, A, kinds, cap=None):
         lc.append(sum(1 for j, y in enumerate(arecs) if j != i and gower(x, y, variables, kinds, ranges) <= own))
     if cap is not None:
         lc = [min(c, cap) for c in lc]
-    return midpoint(lc, 50), 100.0 * sum(1 for c in lc if c == 0) / len(lc), lc
+    asked = [lc[i] for i in (range(len(O)) if sample is None else sample)]
+    return midpoint(asked, 50), 100.0 * sum(1 for c in asked if c == 0) / len(asked), lc
 
 
 def row_direct_match(O, A, variables, kinds):
@@ -294,3 +306,37 @@ def row_direct_match(O, A, variables, kinds):
     avatars = {key(r) for r in A.to_dict("records")}
     present = sum(1 for r in O.to_dict("records") if key(r) in avatars)
     return 100.0 * (1.0 - present / len(O)), present
+
+
+# ------------------------------------------------------------------ query sample
+
+
+Z95 = 1.959964
+
+
+def query_sample(n, size, seed, name="sample"):
+    """Positions of the ``min(size, n)`` records of smallest (keyed hash of (seed, name, id), id)."""
+    order = sorted(range(n), key=lambda i: (tie_key(seed, name, i, 0), i))
+    return sorted(order[: min(size, n)])
+
+
+def wilson(k, n, z=Z95):
+    """The Wilson score interval of k/n, written from its textbook form."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = (z / (1 + z * z / n)) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def rate_interval(k, n):
+    lo, hi = wilson(k, n)
+    return [100 * (1 - hi), 100 * (1 - lo)]
+
+
+def median_interval(values, z=Z95):
+    """The order statistics of ranks floor(m/2 - z sqrt(m)/2) and ceil(1 + m/2 + z sqrt(m)/2), clipped."""
+    xs = sorted(values)
+    m = len(xs)
+    lo = min(max(math.floor(m / 2 - z * math.sqrt(m) / 2), 1), m)
+    hi = min(max(math.ceil(1 + m / 2 + z * math.sqrt(m) / 2), 1), m)
+    return [float(xs[lo - 1]), float(xs[hi - 1])]

@@ -65,6 +65,7 @@ def test_override_keeps_the_file_untouched():
         ({**MINIMAL, "search": {"home_from": "always"}}, "search.home_from"),
         ({**MINIMAL, "row_key": 5}, "row_key"),
         *[({**MINIMAL, "local_cloaking_cap": bad}, "local_cloaking_cap") for bad in (0, -3, 2.5, "all", True)],
+        *[({**MINIMAL, "query_sample": bad}, "query_sample") for bad in (0, -3, 2.5, "all", True, "", [5])],
         ({**MINIMAL, "local_cloaking_cap": 9}, "at least twice the Local Cloaking target"),  # target 5
         ({**MINIMAL, "local_cloaking_cap": 7, "targets": {"local_cloaking": 4}}, "local_cloaking_cap (7)"),
     ],

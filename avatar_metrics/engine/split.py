@@ -1,40 +1,88 @@
-"""The seeded half split of a table (approximate holdout, ``avatar-metrics split``).
+"""Keyed choices of records: the seeded half split of a table (approximate
+holdout, ``avatar-metrics split``) and the query sample (``query_sample``).
 
-Each record gets the keyed hash of (seed, "holdout-split", id, 0), the same
-hash family as the tie-breaks; the working half is the ceil(n/2) records with
-the smallest (key, id), the rest is the holdout. It depends on the seed and
-the record ids only.
+Each record gets the keyed hash of (seed, name, id, 0), the same hash family
+as the tie-breaks; the chosen records are the k with the smallest (key, id):
+the working half (name "holdout-split", k = ceil(n/2), the rest is the
+holdout), or the sample (name "sample", k = N). It depends on the seed and
+the record ids only, never on partitioning.
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID
-from ..kernels.keyed import split_keys as keys_of
+from ..kernels.keyed import SAMPLE, SPLIT, record_keys
+from ..schema import Inputs
 from .aggregate import kth_smallest_pairs
 
+log = logging.getLogger("avatar_metrics")
 
-def split_keys(ids: DataFrame, seed: int) -> DataFrame:
+
+def split_keys(ids: DataFrame, seed: int, name: str = SPLIT) -> DataFrame:
     """``ID, key`` for the records of ``ids``."""
 
     def keys(batches):
         for pdf in batches:
-            pdf["key"] = keys_of(seed, pdf[ID].to_numpy(dtype=np.int64))
+            pdf["key"] = record_keys(seed, name, pdf[ID].to_numpy(dtype=np.int64))
             yield pdf
 
     return ids.select(ID).mapInPandas(keys, f"{ID} long, key long")
 
 
-def working_ids(df: DataFrame, n: int, seed: int) -> DataFrame:
-    """The ids of the working half (ceil(n/2) records) of ``df``; cached."""
-    keyed = split_keys(df, seed).cache()
-    k_last, id_last = kth_smallest_pairs(keyed, "key", ID, (n + 1) // 2 - 1)
+def smallest_ids(df: DataFrame, k: int, seed: int, name: str) -> DataFrame:
+    """The ids of the ``k`` records of ``df`` (1 <= k) with the smallest (key, id); cached."""
+    keyed = split_keys(df, seed, name).cache()
+    k_last, id_last = kth_smallest_pairs(keyed, "key", ID, k - 1)
     key = F.col("key")
-    working = (key < F.lit(k_last)) | ((key == F.lit(k_last)) & (F.col(ID) <= F.lit(id_last)))
-    out = keyed.filter(working).select(ID).cache()
+    chosen = (key < F.lit(k_last)) | ((key == F.lit(k_last)) & (F.col(ID) <= F.lit(id_last)))
+    out = keyed.filter(chosen).select(ID).cache()
     out.count()
     keyed.unpersist()
     return out
+
+
+def working_ids(df: DataFrame, n: int, seed: int) -> DataFrame:
+    """The ids of the working half (ceil(n/2) records) of ``df``; cached."""
+    return smallest_ids(df, (n + 1) // 2, seed, SPLIT)
+
+
+def keyed_mark(seed: int, name: str, k: int, last: tuple[int, int]):
+    """A boolean column, of any table with ID: whether the record is among the ``k`` of
+    smallest (key, id), ``last`` being the k-th pair. Computed where it is used (a pandas
+    UDF on the id), so that it adds no cache, and no id list, to the plans that use it."""
+    k_last, id_last = last
+
+    @F.pandas_udf("boolean")
+    def chosen(ids: pd.Series) -> pd.Series:
+        ids = ids.to_numpy(dtype=np.int64)
+        keys = record_keys(seed, name, ids)
+        return pd.Series((keys < k_last) | ((keys == k_last) & (ids <= id_last)))
+
+    return chosen(F.col(ID))
+
+
+def draw_sample(inputs: Inputs, size: int | None, seed: int) -> None:
+    """Set the inputs' query sample: the ``min(size, n)`` originals of smallest keyed hash
+    of (seed, "sample", id). ``size`` None, or at least the originals: every original."""
+    if size is None:
+        return
+    n = inputs.n_originals
+    if size >= n:
+        log.info("query_sample: %d is at least the %d originals: every original is a query, the run is exact",
+                 size, n)
+        return
+    last = kth_smallest_pairs(split_keys(inputs.originals, seed, SAMPLE), "key", ID, size - 1)
+    mark = keyed_mark(seed, SAMPLE, size, last)
+    got = inputs.originals.filter(mark).count()
+    if got != size:  # one id per original: a count off means a lost or doubled record
+        raise RuntimeError(f"query sample: {got} originals drawn, {size} wanted: this is a bug")
+    inputs.sample_mark, inputs.n_sampled = mark, size
+    log.info("query_sample: %d of %d originals are the queries of every search, against all candidates; "
+             "the search-based metrics carry a 95%% confidence interval", size, n)

@@ -12,6 +12,9 @@ ids, never of partitioning, order or retries:
 - **The half split** (approximate holdout, ``avatar-metrics split``): the key
   of record ``i`` is ``tie_key(seed, SPLIT, i, 0)``; the working half is the
   ceil(n/2) records with the smallest (key, id).
+- **The query sample** (``query_sample``): the key of original ``i`` is
+  ``tie_key(seed, SAMPLE, i, 0)`` (holdout records: ``SAMPLE_HOLDOUT``); the
+  sample is the N records with the smallest (key, id).
 - **The Linkability halves**: known variables ordered by
   BLAKE2b-128(``"{seed}\\0linkability-split\\0{name}"``), then cut.
 
@@ -35,6 +38,8 @@ _M1 = np.uint64(MIX1)
 _M2 = np.uint64(MIX2)
 
 SPLIT = "holdout-split"  # the search name of the half split's keys
+SAMPLE = "sample"  # the query sample's originals (spec: "Sampled queries")
+SAMPLE_HOLDOUT = "sample_holdout"  # the query sample's holdout records
 LINKABILITY_SALT = "linkability-split"  # the Linkability halves' shuffle
 
 
@@ -84,9 +89,14 @@ def tie_keys(salt: int, qids: np.ndarray, cids: np.ndarray) -> np.ndarray:
     return (h >> np.uint64(1)).astype(np.int64)
 
 
+def record_keys(seed: int, name: str, ids: np.ndarray) -> np.ndarray:
+    """The keyed hash of (seed, name, id) of each record id: ``tie_key(seed, name, id, 0)``."""
+    return tie_keys(search_salt(seed, name), ids, np.zeros(1, dtype=np.int64))
+
+
 def split_keys(seed: int, ids: np.ndarray) -> np.ndarray:
     """The half split's key of each record id."""
-    return tie_keys(search_salt(seed, SPLIT), ids, np.zeros(1, dtype=np.int64))
+    return record_keys(seed, SPLIT, ids)
 
 
 def shuffle_key(seed: int, name: str) -> bytes:

@@ -25,6 +25,7 @@ from ..plots import figure, heatmap_svg, histogram_svg
 from ..report import MetricResult
 from ..schema import Inputs, TableStats, ranges_of, table_stats
 from .base import Metric
+from .sampled import rate_details
 
 KEY_NAME = "closest_rate"
 SEARCHES = ("closest/avatars", "closest/holdout")
@@ -67,14 +68,15 @@ class Reference:
     """The tables the Closest Rate compares: WO against WA and against HO."""
 
     name: str  # "holdout" | "approximate_holdout"
-    wo: DataFrame
+    wo: DataFrame  # the working originals asked about (with query_sample: those sampled)
     wa: DataFrame
     ho: DataFrame
-    n_wo: int
+    n_wo: int  # the working originals
     n_wa: int
     n_ho: int
     stats: list[TableStats]  # whose union covers WO, WA and HO (the ranges)
     cached: list[DataFrame] = field(default_factory=list)  # to unpersist when done
+    n_queries: int = 0  # the working originals asked about (all of WO without query_sample)
 
     def sizes(self) -> dict:
         return {"reference": self.name, "working_originals": self.n_wo, "working_avatars": self.n_wa,
@@ -89,17 +91,22 @@ def references(inputs: Inputs, cfg: Config) -> Reference:
     """The holdout when given, else the seeded approximate holdout."""
     if inputs.holdout is not None:
         stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
-        return Reference("holdout", inputs.originals, inputs.avatars, inputs.holdout,
-                         inputs.n_originals, inputs.n_avatars, inputs.n_holdout, stats)
+        return Reference("holdout", inputs.queries(), inputs.avatars, inputs.holdout,
+                         inputs.n_originals, inputs.n_avatars, inputs.n_holdout, stats, n_queries=inputs.n_queries)
     n = inputs.n_originals
     ids = working_ids(inputs.originals, n, cfg.seed)
-    wo = inputs.originals.join(ids, ID, "left_semi")
     ho = inputs.originals.join(ids, ID, "left_anti")
     wa = inputs.avatars.join(ids, ID, "left_semi")
     n_wo = (n + 1) // 2
     wa_stats = table_stats(wa, inputs.variables)
     stats = [inputs.stats["originals"], wa_stats]  # WO and HO together are O
-    return Reference("approximate_holdout", wo, wa, ho, n_wo, wa_stats.rows, n - n_wo, stats, [ids])
+    cached = [ids]
+    if inputs.n_sampled is None:
+        wo, n_queries = inputs.originals.join(ids, ID, "left_semi"), n_wo
+    else:  # the sampled originals that are working ones; every holdout record stays a candidate
+        wo = inputs.queries().join(ids, ID, "left_semi")
+        n_queries = wo.count()
+    return Reference("approximate_holdout", wo, wa, ho, n_wo, wa_stats.rows, n - n_wo, stats, cached, n_queries)
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -110,6 +117,10 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                     "avatars aligned with them (avatars_aligned is false)")
     ref = references(inputs, cfg)
     sizes = ref.sizes()
+    if ref.n_queries == 0:
+        ref.release()
+        return MetricResult.not_computed(
+            target, "no working original is in the query sample: raise query_sample", sizes)
     if ref.n_wa < 2 or ref.n_ho < 2:
         ref.release()
         return MetricResult.not_computed(
@@ -124,7 +135,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     try:
         for name, candidates, count in zip(SEARCHES, (ref.wa, ref.ho), (ref.n_wa, ref.n_ho)):
             results.append(nearest(ref.wo, candidates, variables, ranges, name=name, search=cfg.search,
-                                   n_candidates=count, n_queries=ref.n_wo))
+                                   n_candidates=count, n_queries=ref.n_queries))
         rec = per_record(*results).cache()
         q = cfg.quantile
         # the 100th percentiles are the largest distances, for the histograms' range
@@ -171,6 +182,10 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                 df.unpersist()
         ref.release()
     details["at_risk"] = at_risk
+    if inputs.n_sampled is not None:
+        details.update(rate_details(inputs, at_risk, n))
+        details["sampled"] = ref.n_queries
+        details["ci95_thresholds"] = "fixed"  # the interval of at_risk/n takes tau_d and tau_r as given
     result = MetricResult.ok(100.0 * (1.0 - at_risk / n), target, details)
     result.records = records
     return result
@@ -200,8 +215,10 @@ def figures(m: dict) -> list[str]:
 
 
 def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
-    # with the approximate holdout, the holdout half has no closest figures
-    return records.withColumn("closest_working", F.col("closest_d_wa").isNotNull())
+    # with the approximate holdout, the holdout half has no closest figures; with query_sample,
+    # an original not sampled was not asked about: null
+    working = F.col("closest_d_wa").isNotNull()
+    return records.withColumn("closest_working", F.when(F.col("sampled"), working))
 
 
 METRIC = Metric(

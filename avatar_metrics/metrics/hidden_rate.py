@@ -21,6 +21,7 @@ from ..report import MetricResult
 from ..schema import Inputs
 from .base import Metric
 from .local_cloaking import cloaking, not_aligned
+from .sampled import rate_details
 
 KEY_NAME = "hidden_rate"
 
@@ -30,9 +31,9 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     if not inputs.aligned:
         return not_aligned(target)
     per = cloaking(inputs, cfg)
-    n = inputs.n_originals
-    hits = per.agg(F.count(F.when(F.col("hidden_hit"), 1)).alias("h")).collect()[0]["h"]
-    result = MetricResult.ok(100.0 * (1.0 - hits / n), target, {"hits": int(hits), "n": n})
+    n = inputs.n_queries
+    hits = int(per.agg(F.count(F.when(F.col("hidden_hit"), 1)).alias("h")).collect()[0]["h"])
+    result = MetricResult.ok(100.0 * (1.0 - hits / n), target, {"hits": hits, "n": n, **rate_details(inputs, hits, n)})
     if cfg.records:
         result.records = per.select(ID, "hidden_hit").cache()
     return result

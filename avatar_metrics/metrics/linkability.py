@@ -23,6 +23,7 @@ from ..plots import bars_svg, figure
 from ..report import MetricResult
 from ..schema import Inputs, ranges_of
 from .base import Metric
+from .sampled import rate_details
 
 KEY_NAME = "linkability_protection_rate"
 
@@ -62,9 +63,9 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     try:
         for name, half in zip(SEARCHES, halves):
             variables = inputs.typed(half)
-            res = nearest(inputs.originals, inputs.avatars, variables, ranges_of(stats, variables),
+            res = nearest(inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables),
                           name=name, search=cfg.search, n_candidates=inputs.n_avatars,
-                          n_queries=inputs.n_originals)
+                          n_queries=inputs.n_queries)
             results.append(res)
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))
@@ -89,7 +90,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         for r in results:
             r.unpersist()
 
-    n = inputs.n_originals
+    n = inputs.n_queries
     if row["n"] != n:
         raise RuntimeError(f"linkability searches returned {row['n']} of {n} originals")
     linked = int(row["linked"] or 0)
@@ -112,6 +113,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             "n": n,
             "queries_with_ties": [int(row["ties_a"] or 0), int(row["ties_b"] or 0)],
             "tied_pairs": tied,
+            **rate_details(inputs, linked, n),
         },
     )
     result.records = records

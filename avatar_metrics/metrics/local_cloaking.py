@@ -29,6 +29,7 @@ from ..config import Config
 from ..engine.aggregate import midpoint_percentiles
 from ..engine.search import pair_distances, within
 from ..io import ID
+from ..kernels.intervals import median_interval
 from ..plots import figure, histogram_svg
 from ..report import MetricResult
 from ..schema import Inputs, ranges_of
@@ -44,11 +45,11 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
     if "cloaking" not in inputs.shared:
         variables = inputs.typed()
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
-        radius = pair_distances(inputs.originals, inputs.avatars, variables, ranges)
-        queries = inputs.originals.join(radius, ID)
+        radius = pair_distances(inputs.queries(), inputs.avatars, variables, ranges)
+        queries = inputs.queries().join(radius, ID)
         cap = cfg.local_cloaking_cap
         counts = within(queries, inputs.avatars, variables, ranges, name=SEARCH, search=cfg.search,
-                        n_candidates=inputs.n_avatars, n_queries=inputs.n_originals, cap=cap)
+                        n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, cap=cap)
         out = counts.select(
             ID,
             F.least(F.col("le") - 1, F.lit(cap)).alias("local_cloaking"),
@@ -71,7 +72,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     if not inputs.aligned:
         return not_aligned(target)
     per = cloaking(inputs, cfg)
-    n = inputs.n_originals
+    n = inputs.n_queries
     (median,), m = midpoint_percentiles(per, "local_cloaking", [50])
     cap = cfg.local_cloaking_cap
     row = per.agg(
@@ -82,6 +83,10 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     ).collect()[0]
     if m != n or row["lost"]:  # each original's own avatar is counted once, at its radius
         raise RuntimeError(f"local cloaking: {m} of {n} originals counted, {row['lost']} without their own avatar")
+    sampled = {}
+    if inputs.n_sampled is not None:  # the order statistics around the median (counts by value: at most cap + 1)
+        by_value = per.groupBy("local_cloaking").count().collect()
+        sampled = {"sampled": n, "ci95": median_interval(sorted((r[0], r[1]) for r in by_value))}
     result = MetricResult.ok(median, target, {
         "median": median,
         "uncloaked": 100.0 * row["zero"] / n,
@@ -90,6 +95,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         "capped": int(row["capped"]),
         "median_at_cap": median == cap,
         "histogram": {"lo": 0, "hi": BINS, "counts": [int(row[f"b{b}"]) for b in range(BINS)]},
+        **sampled,
     })
     if cfg.records:
         result.records = per.select(ID, "local_cloaking", "local_cloaking_capped").cache()
@@ -104,7 +110,8 @@ def reading(m: dict) -> str:
     capped = (f" The count stops at {d['cap']:g} avatars (local_cloaking_cap): the median is at that cap, so it "
               "is at least that." if d.get("median_at_cap") else "")
     return (f"Half of the originals have at least {m['value']:g} other avatars as close to them as their own "
-            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest one, alone).{capped}")
+            f"avatar; {d['uncloaked']:.2f}% have none (their own avatar is the closest one, alone)."
+            f"{capped}")
 
 
 def figures(m: dict) -> list[str]:
