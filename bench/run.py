@@ -265,7 +265,14 @@ def main() -> None:
               f"Python workers {res['peak_workers'] / gib:.2f} GiB, "
               f"together {(res['peak_driver'] + res['peak_workers']) / gib:.2f} GiB")
         for k, m in rep["metrics"].items():
-            print(f"  {k}: {m['value']}")
+            d = m.get("details") or {}
+            extra = ""
+            if d.get("ci95") is not None:
+                lo, hi = d["ci95"]
+                extra += f"  ci95 [{lo:.4g}, {hi:.4g}] (width {hi - lo:.3g}), sampled {d['sampled']:,}"
+            if "cap" in d:
+                extra += f"  cap {d['cap']:,}, capped {d['capped']:,}, median at cap: {d['median_at_cap']}"
+            print(f"  {k}: {m['value']}{extra}")
         for name, visits, full, blocks, queries in search_visits(res["log"]):
             print(f"  search {name}: {visits / max(1, queries):.2f} block visits per query of {blocks} blocks "
                   f"({visits:,} of a full scan's {full:,})")
