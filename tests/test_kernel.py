@@ -270,6 +270,15 @@ def test_index_equals_plain_kernel_on_random_layouts(seed, race_always, trees):
         both = index_search(Q, qids, C[half:], cids[half:], space, salt, first, how=how)
         for f in ("d1", "d2", "n1", "cid", "key"):
             assert np.array_equal(getattr(both, f), getattr(plain, f)), (how, f)
+        # a later pass started from the first part's reach (d1 = inf, d2 = its second distance),
+        # as the engine's later chains start: merged with the first part, exact
+        bound = K.State.empty(nq)
+        bound.d2[:] = first.d2
+        rest = index_search(Q, qids, C[half:], cids[half:], space, salt, bound, how=how)
+        assert (rest.d2 <= first.d2).all() and (np.isinf(rest.d1) | (rest.d1 <= first.d2)).all(), how
+        merged = K.merge(first, rest)
+        for f in ("d1", "d2", "n1", "cid", "key"):
+            assert np.array_equal(getattr(merged, f), getattr(plain, f)), (how, f)
 
 
 # ------------------------------------------------------------------ counts within a radius

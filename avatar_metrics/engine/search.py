@@ -175,6 +175,9 @@ class Fold:
     reach: Callable[[pd.DataFrame], np.ndarray]
     first_reach: Callable[[], Any] = lambda: F.lit(math.inf)  # the REACH column after the first job
     carry: tuple[str, ...] = ()
+    # the state column that the later passes start at the first job's reach instead of its
+    # initial value ("d2": the index prunes from the first candidate on, not once it has two)
+    bounded: str | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -612,8 +615,10 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
         todo = [b for b, k in zip(need.blocks, wanted) if k > 0]
         run.done = sum(r for b, r in zip(need.blocks, need.rows) if b not in todo)
         run.progress(what, full)
+        start = [run.fold.first_reach().alias(c) if c == run.fold.bounded else col
+                 for (c, _, _), col in zip(run.fold.state, fresh)]
         later = first.select(*[x for x in initial.columns if x not in (REACH, VISITS, *run.fold.columns)],
-                             *fresh, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
+                             *start, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
                              HOME, *need.columns)
         read = 0
         pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch)
@@ -1076,6 +1081,9 @@ NEAREST = Fold(
     # the second distance so far, or that of the home job: both at least the final one
     reach=lambda pdf: np.minimum(pdf["d2"].to_numpy(), pdf[REACH].to_numpy()),
     first_reach=lambda: F.col("d2"),
+    # a later chain's state starts as (inf, the home's d2): exact, as the home's two distances are
+    # real and at most that bound, so the merge's second distance never takes a bound for one
+    bounded="d2",
 )
 WITHIN = Fold(
     state=(("le", 0, "long"), ("lt", 0, "long"), ("key", int(NO_KEY), "long"), ("cid", -1, "long")),

@@ -109,8 +109,12 @@ def _distance(Q, q, P, p, is_cat, ranges, nv):
 
 @njit(cache=_CACHE, inline="always")
 def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
-    """Fold point p at distance d into query q's state."""
-    if d > d1[q] and d >= d2[q]:
+    """Fold point p at distance d into query q's state.
+
+    A state may also be a bound only (d1 = inf, d2 = B: a later pass started from the
+    query's reach): a point beyond B is left out, and d2 stays at most B (the engine's
+    merge keeps the true second distance, which is at most B)."""
+    if d > d2[q] or (d > d1[q] and d >= d2[q]):
         return
     m = moff[p + 1] - moff[p]
     if d > d1[q]:  # d1 < d < d2
@@ -127,7 +131,7 @@ def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
             k_best = k
             c_best = c
     if d < d1[q]:
-        d2[q] = d if m >= 2 else d1[q]
+        d2[q] = d if m >= 2 else min(d1[q], d2[q])  # d1 when d1 <= d2; B for a bound-only state
         d1[q] = d
         n1[q] = m
         bkey[q] = k_best
