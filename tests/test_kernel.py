@@ -346,6 +346,19 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
         parts = [CandidateIndex(C[s], cids[s], space).within(Q, qids, salt, radius, cap=cap)
                  for s in (slice(0, half), slice(half, nc)) if C[s].shape[0]]
         assert np.array_equal(np.minimum(sum(p.le for p in parts), cap + 1), np.minimum(want_le, cap + 1)), cap
+        # the counts of earlier blocks count toward the cap (``base``), as the engine's later passes
+        # give them: a query already past its cap counts nothing more, the others as before
+        if half:
+            first = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius, cap=cap)
+            rest = CandidateIndex(C[half:], cids[half:], space)
+            for how in HOWS:
+                second = rest.within(Q, qids, salt, radius, how=how, cap=cap, base=(first.le, first.lt))
+                le, lt = first.le + second.le, first.lt + second.lt
+                assert np.array_equal(np.minimum(le, cap + 1), np.minimum(want_le, cap + 1)), (how, cap)
+                assert np.array_equal(lt > 0, want_lt > 0), (how, cap)
+                assert np.array_equal(le[free], want_le[free]) and np.array_equal(lt[free], want_lt[free])
+                done = (first.le > cap) & (first.lt > 0)
+                assert (second.le[done] == 0).all() and (second.lt[done] == 0).all(), (how, cap)
     # counts of two blocks add up, winners take the smallest
     a = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius) if half else None
     b = CandidateIndex(C[half:], cids[half:], space).within(Q, qids, salt, radius)

@@ -178,6 +178,9 @@ class Fold:
     # the state column that the later passes start at the first job's reach instead of its
     # initial value ("d2": the index prunes from the first candidate on, not once it has two)
     bounded: str | None = None
+    # (column, state column): copies of the first job's state that the later passes read
+    # (the counts within a radius, for the cap), not merged
+    first_state: tuple[tuple[str, str], ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -191,14 +194,30 @@ def _nearest_step(index: CandidateIndex, Q, qids, salt, pdf) -> None:
         pdf[c] = getattr(st, c)
 
 
+def _counted(pdf) -> tuple[np.ndarray, np.ndarray]:
+    """(le, lt) a query has counted so far: in this chain, and in the first job (``FIRST_LE``)."""
+    le, lt = pdf["le"].to_numpy(), pdf["lt"].to_numpy()
+    if FIRST_LE in pdf.columns:
+        le, lt = le + pdf[FIRST_LE].to_numpy(), lt + pdf[FIRST_LT].to_numpy()
+    return le, lt
+
+
 def _within_step(index: CandidateIndex, Q, qids, salt, pdf, cap: int | None = None) -> None:
-    w = index.within(Q, qids, salt, pdf["radius"].to_numpy(dtype=np.float64), cap=cap)
+    base = _counted(pdf) if cap is not None else None  # the cap counts what other blocks found
+    w = index.within(Q, qids, salt, pdf["radius"].to_numpy(dtype=np.float64), cap=cap, base=base)
     pdf["le"] = pdf["le"].to_numpy() + w.le
     pdf["lt"] = pdf["lt"].to_numpy() + w.lt
     key, cid = pdf["key"].to_numpy(), pdf["cid"].to_numpy()
     take = (w.key < key) | ((w.key == key) & (w.cid < cid))
     pdf["key"] = np.where(take, w.key, key)
     pdf["cid"] = np.where(take, w.cid, cid)
+
+
+def _within_reach(pdf, cap: int) -> np.ndarray:
+    """The radius; -1 (below every lower bound: no block is searched) for a query already
+    past the cap, with one candidate strictly inside its radius."""
+    le, lt = _counted(pdf)
+    return np.where((le > cap) & (lt > 0), -1.0, pdf["radius"].to_numpy(dtype=np.float64))
 
 
 def merge_within(parts: DataFrame) -> DataFrame:
@@ -245,7 +264,8 @@ def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, sal
                 fold.step(_index_of(block, space), Q, qids, salt, pdf)
             elif keep.any():
                 # only what the fold reads and writes, not the variables
-                sub = pdf.loc[keep, [*fold.columns, *fold.carry]].reset_index(drop=True)
+                read = [*fold.carry, *(c for c, _ in fold.first_state if c in pdf.columns)]
+                sub = pdf.loc[keep, [*fold.columns, *read]].reset_index(drop=True)
                 fold.step(_index_of(block, space), Q[keep], qids[keep], salt, sub)
                 for c in fold.columns:
                     pdf.loc[keep, c] = sub[c].to_numpy()
@@ -456,10 +476,13 @@ def within(
     distance to one candidate, say). Same blocks, passes and caching as
     ``nearest``; counts of blocks add up exactly. With ``cap``, a block may stop
     counting for a query once it has found more than ``cap`` candidates within the
-    radius and one strictly inside (``CandidateIndex.within``): ``min(le, cap + 1)``
-    and ``lt > 0`` stay exact, and so does everything of a query with ``lt == 0``.
+    radius and one strictly inside (``CandidateIndex.within``), counting what the blocks
+    before it found; a query past its cap searches no further block (its reach is -1):
+    ``min(le, cap + 1)`` and ``lt > 0`` stay exact, and so does everything of a query with
+    ``lt == 0``.
     """
-    fold = WITHIN if cap is None else replace(WITHIN, step=functools.partial(_within_step, cap=cap))
+    fold = WITHIN if cap is None else replace(WITHIN, step=functools.partial(_within_step, cap=cap),
+                                              reach=functools.partial(_within_reach, cap=cap))
     return _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries)
 
 
@@ -619,6 +642,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
                  for (c, _, _), col in zip(run.fold.state, fresh)]
         later = first.select(*[x for x in initial.columns if x not in (REACH, VISITS, *run.fold.columns)],
                              *start, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
+                             *[F.col(src).alias(name) for name, src in run.fold.first_state],
                              HOME, *need.columns)
         read = 0
         pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch)
@@ -674,6 +698,8 @@ def _sample_job(run: _Run, start: DataFrame, c: DataFrame, need: Need) -> DataFr
 REACH = "__am_reach"
 VISITS = "__am_visits"
 HOME = "__am_home"
+FIRST_LE = "__am_first_le"  # the first job's counts within a radius, read by the later passes' cap
+FIRST_LT = "__am_first_lt"
 
 
 def _locality_order(c: DataFrame, variables) -> list[str]:
@@ -1091,4 +1117,5 @@ WITHIN = Fold(
     merge=merge_within,
     reach=lambda pdf: pdf["radius"].to_numpy(dtype=np.float64),
     carry=("radius",),
+    first_state=((FIRST_LE, "le"), (FIRST_LT, "lt")),
 )

@@ -753,7 +753,7 @@ def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcode
 
 
 @njit(cache=_CACHE)
-def _flat(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid):
+def _flat(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap):
     """Every point for every query of ``qsel``: no bound, no pruning (the plain scan).
 
     ``PT`` holds the points variable by variable (|V| x points, ``CandidateIndex.PT``): the
@@ -761,13 +761,14 @@ def _flat(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, 
     contiguous rows, which the compiler vectorises, where a point at a time it cannot (1.3 to
     1.75 times faster on the eight shapes of ``bench/shapes.py``, 4 to 60 variables). Each
     distance is still the float sum of its terms in V's order, then divided by |V|: the same
-    bits as ``_distance``."""
+    bits as ``_distance``. Counting within a radius, a query past ``cap`` (``n1 > cap`` and
+    ``n2 > 0``, as in ``_within_walk``) is left at the next tile."""
     dist = np.empty(FLAT_TILE)
-    _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, dist)
+    _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, dist)
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
-def _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, dist):
+def _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, dist):
     """``_flat`` with its buffer given: tiles of FLAT_QUERIES queries x FLAT_TILE points (both in cache)."""
     n = PT.shape[1]
     nq = qsel.shape[0]
@@ -777,6 +778,8 @@ def _flat_tiles(Q, qsel, sq, PT, is_cat, ranges, nv, members, moff, mode, a, lim
             m = min(n - p0, FLAT_TILE)
             for i in range(i0, i1):
                 q = qsel[i]
+                if mode == WITHIN and n1[q] > cap and n2[q] > 0:
+                    continue  # capped
                 for t in range(m):
                     dist[t] = 0.0
                 for v in range(nv):  # the terms of ``_distance``, one variable for the whole tile
@@ -981,20 +984,28 @@ class CandidateIndex:
         return st
 
     def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray, how: str = "auto",
-               cap: int | None = None) -> Within:
+               cap: int | None = None, base: tuple[np.ndarray, np.ndarray] | None = None) -> Within:
         """Per query, this block's candidates at most ``radius`` away (``le``), closer
         than it (``lt``), and the tie-break winner among those exactly at it.
 
-        With ``cap``, the index may leave a query once ``le > cap`` and ``lt > 0``: then
-        ``le`` is only known to exceed ``cap`` (``min(le, cap + 1)`` is exact), ``lt`` to
-        be positive, and the tie-break winner is not searched for (with a candidate
-        strictly inside the radius, none at it can be the nearest). Otherwise all exact."""
+        With ``cap``, the index or the plain scan may leave a query once ``le > cap`` and
+        ``lt > 0``: then ``le`` is only known to exceed ``cap`` (``min(le, cap + 1)`` is
+        exact), ``lt`` to be positive, and the tie-break winner is not searched for (with a
+        candidate strictly inside the radius, none at it can be the nearest). Otherwise all
+        exact. ``base`` (le, lt per query): what other blocks counted, added to this block's
+        counts for the cap only (the result is this block's counts)."""
         nq = Q.shape[0]
         out = Within.empty(nq)
         if nq and self.n_candidates:
             radius = np.ascontiguousarray(radius, dtype=np.float64)
+            if base is not None and cap is not None:
+                out.le[:] = base[0]
+                out.lt[:] = base[1]
             self._traverse(Q, qids, salt, (WITHIN, radius, radius, out.le, out.lt, out.key, out.cid), how,
                            NO_CAP if cap is None else int(cap))
+            if base is not None and cap is not None:
+                out.le -= np.asarray(base[0], dtype=np.int64)
+                out.lt -= np.asarray(base[1], dtype=np.int64)
         return out
 
     def _lookups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1054,7 +1065,7 @@ class CandidateIndex:
                 self._by_index(Q, part, sq, args, cap)
                 t_index += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                _flat(Q, part, sq, self.PT, *args[1:6], *scratch)
+                _flat(Q, part, sq, self.PT, *args[1:6], *scratch, cap)
                 t_flat += time.perf_counter() - t0
                 done, step = done + part.size, 2 * step
                 slow, fast = max(t_index, t_flat), min(t_index, t_flat)
@@ -1066,7 +1077,7 @@ class CandidateIndex:
             rest = np.setdiff1d(rest, sample[:done], assume_unique=True)  # the sample's rest too
         self.choices[how] = self.choices.get(how, 0) + 1
         if how == "flat":
-            _flat(Q, rest, sq, self.PT, *args[1:])
+            _flat(Q, rest, sq, self.PT, *args[1:], cap)
         else:
             self._by_index(Q, rest, sq, args, cap)
 
@@ -1140,7 +1151,7 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     if nq and C.shape[0]:
         PT, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         _flat(Q, np.arange(nq, dtype=np.int64), sq, PT, is_cat, ranges, space.n_vars, members, moff,
-              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid)
+              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP)
     return st
 
 
@@ -1153,7 +1164,7 @@ def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
         PT, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         r = np.ascontiguousarray(radius, dtype=np.float64)
         _flat(Q, np.arange(nq, dtype=np.int64), sq, PT, is_cat, ranges, space.n_vars, members, moff,
-              WITHIN, r, r, out.le, out.lt, out.key, out.cid)
+              WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP)
     return out
 
 
