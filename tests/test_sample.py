@@ -76,6 +76,13 @@ def test_a_sampled_run_against_the_references(spark, frames, holdout, partitions
     recs = rep.records.toPandas().set_index("rid").sort_index()
     rep.records.unpersist()
     assert d["inputs"]["query_sample"] == size
+    # the console and the page show each sampled metric's interval and what it was sampled from
+    lines = {line.split("  ")[0].strip(): line for line in rep.summary().splitlines()}
+    lo, hi = m["hidden_rate"]["details"]["ci95"]
+    assert f"95% CI {lo:.2f} to {hi:.2f}; sampled, 25 of 70 originals" in lines["Hidden Rate"]
+    assert "CI" not in lines["Knowledge Protection Rate"]
+    page = rep.html()
+    assert page.count("(sampled, 25 of 70 originals)") >= 3 and "takes the two thresholds" in page
     assert recs.index[recs.sampled].tolist() == sample  # the keyed sample, whatever the layout
 
     lpr, linked = ref.linkability(O, A, *HALVES, KINDS, seed, sample=sample)
