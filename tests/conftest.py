@@ -25,6 +25,13 @@ def spark():
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
         .config("spark.sql.debug.maxToStringFields", "200")
+        # one session runs the whole suite: keep what it remembers of past queries small (each
+        # one's plan text is kept, and the searches' plans are large), and give it room
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "50")
+        .config("spark.ui.retainedStages", "50")
+        .config("spark.sql.maxPlanStringLength", "100000")
         .getOrCreate()
     )
     yield session
@@ -81,7 +88,7 @@ def local_report(example_report):
 def example_report(spark, tmp_path_factory):
     """The example's report from the test session (classic Spark, local), as a dict."""
     from avatar_metrics import evaluate
-    from avatar_metrics.config import load_config
+    from avatar_metrics.configure import load_config
     from avatar_metrics.io import read_table
 
     cfg = load_config(write_example_config(tmp_path_factory.mktemp("local")))

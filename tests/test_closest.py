@@ -27,7 +27,7 @@ def run(spark, O, A, H=None, partitions=None, **config):
     o = to_spark(spark, rid(O), partitions)
     a = to_spark(spark, rid(A), partitions)
     h = to_spark(spark, rid(H), partitions) if H is not None else None
-    return evaluate(spark, o, a, h, {"row_key": "rid", **config}).to_dict()
+    return evaluate(spark, o, a, h, {"row_key": "rid", "records": False, **config}, only=["closest_rate"]).to_dict()
 
 
 def check(m, want):
@@ -93,7 +93,8 @@ def test_per_record_results(spark, frames):
     rid = lambda df: df.assign(rid=np.arange(len(df)))
     halves = [["i_small", "cat2"], ["flag", "cat3"]]
     rep = evaluate(spark, to_spark(spark, rid(O), 2), to_spark(spark, rid(A), 3), None,
-                   {"row_key": "rid", "linkability_halves": halves, "seed": 3})
+                   {"row_key": "rid", "linkability_halves": halves, "seed": 3},
+                   only=["closest_rate", "linkability_protection_rate"])
     recs = rep.records.toPandas().set_index("rid").sort_index()
     rep.records.unpersist()
     assert set(recs.columns).isdisjoint(KINDS)  # no variable values
@@ -122,7 +123,8 @@ def test_records_name_avatars_by_their_key(spark):
     A = O.copy()
     A["c"] = A["c"][::-1].to_numpy()
     rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A.iloc[::-1]), None,
-                   {"row_key": "pid", "known_variables": ["a", "b"], "linkability_halves": [["a"], ["b"]]})
+                   {"row_key": "pid", "known_variables": ["a", "b"], "linkability_halves": [["a"], ["b"]]},
+                   only=["linkability_protection_rate", "knowledge_protection_rate"])
     recs = rep.records.toPandas()
     rep.records.unpersist()
     assert set(recs.pid) == set(O.pid)
@@ -132,5 +134,6 @@ def test_records_name_avatars_by_their_key(spark):
 
 def test_records_can_be_turned_off(spark, frames):
     O, A, H = frames
-    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"records": False})
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"records": False},
+                   only=["closest_rate"])
     assert rep.records is None

@@ -23,15 +23,21 @@ def frames():
     return O, A
 
 
-def run(spark, O, A, partitions=None, **config):
+def run(spark, O, A, partitions=None, only=None, **config):
     o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
     a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
-    return evaluate(spark, o, a, None, {"row_key": "rid", **config}).to_dict()
+    rep = evaluate(spark, o, a, None, {"row_key": "rid", "records": False, **config}, only=only)
+    if rep.records is not None:
+        rep.records.unpersist()
+    return rep.to_dict()
+
+
+CDM, KPR, LPR = "column_direct_match_protection", "knowledge_protection_rate", "linkability_protection_rate"
 
 
 def test_column_direct_match(spark, frames):
     O, A = frames
-    rep = run(spark, O, A, 3)
+    rep = run(spark, O, A, 3, only=[CDM])
     m = rep["metrics"]["column_direct_match_protection"]
     value, cols = ref.column_direct_match(O, A, VARS)
     assert m["computed"] and m["value"] == value
@@ -46,7 +52,7 @@ def test_column_direct_match_reveals_copied_identifier(spark):
     A = O.copy()
     A["x"] = (A["x"] + 1) % 3
     rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None,
-                   {"categorical": ["pid"]}).to_dict()
+                   {"categorical": ["pid"], "records": False}, only=[CDM]).to_dict()
     m = rep["metrics"]["column_direct_match_protection"]
     assert m["details"]["columns"]["pid"] == 0.0  # 100 matches x 100 values / 100^2
     assert m["details"]["under_target"] == ["pid"]
@@ -56,7 +62,7 @@ def test_column_direct_match_reveals_copied_identifier(spark):
 @pytest.mark.parametrize("known", [["i_small", "cat2", "cont"], ["f_small", "const", "flag", "const_null"], ["cont"]])
 def test_knowledge(spark, frames, known):
     O, A = frames
-    rep = run(spark, O, A, 2, known_variables=known)
+    rep = run(spark, O, A, 2, known_variables=known, only=[KPR])
     m = rep["metrics"]["knowledge_protection_rate"]
     value, n_u, n_s = ref.knowledge(O, A, known, KINDS)
     assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == (value, n_u, n_s)
@@ -70,7 +76,7 @@ def test_knowledge_when_every_profile_hashes_alike(spark, frames, monkeypatch):
     monkeypatch.setattr(knowledge, "_profile_hash", lambda cols: F.lit(7).cast("long"))
     O, A = frames
     known = ["i_small", "cat2", "cont"]
-    rep = run(spark, O, A, 3, known_variables=known, records=True)
+    rep = run(spark, O, A, 3, known_variables=known, records=True, only=[KPR])
     m = rep["metrics"]["knowledge_protection_rate"]
     assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == ref.knowledge(O, A, known, KINDS)
 
@@ -90,7 +96,8 @@ def test_knowledge_zero_mean_and_constant(spark):
     O = pd.DataFrame({"z": z, "c": [7] * 10})
     A = pd.DataFrame({"z": [-2.9, -2.1, 0.9, 1.1, 2.4, 3.3, 5.0, 4.0, 0.1, -0.3], "c": [7, 7, 7, 8, 7, 7, 7, 7, 9, 7]})
     kinds = {"z": "numeric", "c": "numeric"}
-    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"known_variables": ["z", "c"]}).to_dict()
+    rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None,
+                   {"known_variables": ["z", "c"], "records": False}, only=[KPR]).to_dict()
     m = rep["metrics"]["knowledge_protection_rate"]
     _, bins, spans = ref.knowledge_bins(O, ["z", "c"], kinds)
     assert bins["z"][1] == 0.05 * 6.0  # mean over U is 0: step from the range
@@ -102,14 +109,14 @@ def test_knowledge_zero_mean_and_constant(spark):
 
 def test_knowledge_not_computed_without_known(spark, frames):
     O, A = frames
-    m = run(spark, O.iloc[:10], A.iloc[:10])["metrics"]["knowledge_protection_rate"]
+    m = run(spark, O.iloc[:10], A.iloc[:10], only=[KPR])["metrics"]["knowledge_protection_rate"]
     assert m["computed"] is False and m["value"] is None and m["passed"] is None and "known" in m["reason"]
 
 
 def test_linkability_with_halves(spark, frames):
     O, A = frames
     halves = [["i_small", "cat2"], ["flag", "const_null", "cat3"]]
-    rep = run(spark, O, A, 3, linkability_halves=halves, seed=9)
+    rep = run(spark, O, A, 3, linkability_halves=halves, seed=9, only=[LPR])
     m = rep["metrics"]["linkability_protection_rate"]
     value, linked = ref.linkability(O, A, halves[0], halves[1], KINDS, seed=9)
     assert m["value"] == value and m["details"]["linked"] == linked
@@ -119,7 +126,7 @@ def test_linkability_with_halves(spark, frames):
 def test_linkability_shuffled_halves(spark, frames):
     O, A = frames
     known = ["i_small", "cat2", "cont", "flag", "cat3"]
-    rep = run(spark, O, A, 2, known_variables=known, seed=4)
+    rep = run(spark, O, A, 2, known_variables=known, seed=4, only=[LPR])
     m = rep["metrics"]["linkability_protection_rate"]
     ha, hb = split_known(known, 4)
     assert sorted(ha + hb) == sorted(known) and len(ha) == 3 and len(hb) == 2
@@ -140,7 +147,7 @@ def test_linkability_counts_tied_pairs_and_warns_when_coarse(spark, frames, monk
     assert want[0] > 10 * len(O) > want[1]  # one binary variable ties every original with about n/2 avatars
     monkeypatch.setattr(L, "COARSE_TIES", 10)
     with caplog.at_level("WARNING", logger="avatar_metrics"):
-        m = run(spark, O, A, 2, linkability_halves=halves, seed=5)["metrics"]["linkability_protection_rate"]
+        m = run(spark, O, A, 2, linkability_halves=halves, seed=5, only=[LPR])["metrics"]["linkability_protection_rate"]
     assert m["details"]["tied_pairs"] == want
     coarse = [r.getMessage() for r in caplog.records if "coarse" in r.getMessage()]
     assert len(coarse) == 1 and "['flag']" in coarse[0]
@@ -154,7 +161,7 @@ def test_split_known_depends_on_seed_only():
 
 def test_linkability_needs_two_known(spark, frames):
     O, A = frames
-    m = run(spark, O.iloc[:10], A.iloc[:10], known_variables=["cat2"])["metrics"]["linkability_protection_rate"]
+    m = run(spark, O.iloc[:10], A.iloc[:10], known_variables=["cat2"], only=[LPR])["metrics"]["linkability_protection_rate"]
     assert m["computed"] is False and "two known variables" in m["reason"]
 
 
@@ -164,7 +171,8 @@ def test_nan_is_null(spark):
     nanify = lambda df: df.withColumn("x", F.when(F.col("x").isNull(), F.lit(math.nan)).otherwise(F.col("x")))
     o, a = nanify(spark.createDataFrame(O)), nanify(spark.createDataFrame(A))
     assert o.filter(F.isnan("x")).count() == 2
-    rep = evaluate(spark, o, a, None, {"known_variables": ["x", "y"], "linkability_halves": [["x"], ["y"]]}).to_dict()
+    rep = evaluate(spark, o, a, None, {"known_variables": ["x", "y"], "linkability_halves": [["x"], ["y"]],
+                                       "records": False}, only=[CDM, KPR, LPR]).to_dict()
     kinds = {"x": "numeric", "y": "categorical"}
     assert rep["metrics"]["column_direct_match_protection"]["value"] == ref.column_direct_match(O, A, ["x", "y"])[0]
     assert rep["metrics"]["knowledge_protection_rate"]["value"] == ref.knowledge(O, A, ["x", "y"], kinds)[0]
@@ -178,3 +186,17 @@ def test_same_report_whatever_the_partitioning(spark, frames):
     for r in reports:
         r.pop("timings")
     assert reports[0] == reports[1]
+
+
+def test_only_computes_the_metrics_asked_for(spark, frames):
+    from avatar_metrics.errors import ConfigError
+
+    O, A = frames
+    rep = run(spark, O.iloc[:20], A.iloc[:20], only=[CDM], records=True)
+    for key, m in rep["metrics"].items():
+        if key == CDM:
+            assert m["computed"] and m["value"] == ref.column_direct_match(O.iloc[:20], A.iloc[:20], VARS)[0]
+        else:
+            assert m["computed"] is False and m["passed"] is None and m["reason"].startswith("not asked for"), key
+    with pytest.raises(ConfigError, match="unknown metric key closest"):
+        evaluate(spark, to_spark(spark, O), to_spark(spark, A), None, {}, only=["closest"])
