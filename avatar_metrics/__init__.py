@@ -7,10 +7,10 @@ Library use::
     report.to_dict()
 """
 
-__version__ = "0.1.0"
-
+from .version import __version__
 from .api import evaluate  # noqa: E402
-from .config import Config, load_config  # noqa: E402
+from .config import Config  # noqa: E402
+from .configure import load_config  # noqa: E402
 from .errors import AvatarMetricsError, ConfigError, InputError  # noqa: E402
 from .report import MetricResult, Report  # noqa: E402
 

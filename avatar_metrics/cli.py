@@ -172,7 +172,7 @@ def _setup_logging() -> None:
 
 
 def cmd_run(args) -> int:
-    from .config import load_config
+    from .configure import load_config
     from .io import read_table
     from .outputs import check_destination, destination, locked
 
@@ -206,7 +206,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_split(args) -> int:
-    from .config import TableSpec, as_config
+    from .config import TableSpec
+    from .configure import as_config
     from .errors import InputError
     from .holdout import split_holdout
     from .io import input_files, read_table

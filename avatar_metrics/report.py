@@ -6,52 +6,19 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import metrics as declared
+from .metrics.base import MetricResult, jsonable
 from .outputs import check_destination, destination, locked, publish, write_atomic
 
+__all__ = ["MetricResult", "Report"]
+
+
 def _registry():
-    from . import metrics  # late: the metric modules import this one
-
-    return metrics.REGISTRY
-
-
-@dataclass
-class MetricResult:
-    value: float | None
-    target: float
-    computed: bool
-    reason: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    # per-original results (a cached Spark DataFrame keyed by the record id), not in the JSON
-    records: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def passed(self) -> bool | None:
-        if not self.computed or self.value is None:
-            return None
-        return bool(self.value >= self.target)
-
-    @classmethod
-    def ok(cls, value: float, target: float, details: dict[str, Any]) -> "MetricResult":
-        return cls(value=float(value), target=target, computed=True, details=details)
-
-    @classmethod
-    def not_computed(cls, target: float, reason: str, details: dict[str, Any] | None = None) -> "MetricResult":
-        return cls(value=None, target=target, computed=False, reason=reason, details=details or {})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "target": self.target,
-            "passed": self.passed,
-            "computed": self.computed,
-            "reason": self.reason,
-            "details": _jsonable(self.details),
-        }
+    return declared.REGISTRY
 
 
 @dataclass
@@ -69,7 +36,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "metrics": {m.key: self.metrics[m.key].to_dict() for m in _registry()},
-            "inputs": _jsonable(self.inputs),
+            "inputs": jsonable(self.inputs),
             "seed": self.seed,
             "versions": dict(self.versions),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
@@ -128,15 +95,3 @@ class Report:
 
             publish(dest, build, "output")
         return dest
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if hasattr(obj, "item"):  # numpy scalar
-        return _jsonable(obj.item())
-    return obj

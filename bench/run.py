@@ -52,7 +52,7 @@ def local_inputs(n: int, folder: Path, shuffle_partitions: int):
     spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
              .config("spark.sql.shuffle.partitions", str(shuffle_partitions)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    from avatar_metrics.config import as_config
+    from avatar_metrics.configure import as_config
     from avatar_metrics.schema import prepare_inputs
 
     data = data_for(n, folder)

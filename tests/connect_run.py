@@ -6,7 +6,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from avatar_metrics import evaluate
-from avatar_metrics.config import load_config
+from avatar_metrics.configure import load_config
 from avatar_metrics.io import read_table
 
 spark = SparkSession.builder.remote("local[2]").getOrCreate()

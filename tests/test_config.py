@@ -2,7 +2,8 @@
 
 import pytest
 
-from avatar_metrics.config import apply_overrides, as_config, build_config, load_config
+from avatar_metrics.config import apply_overrides
+from avatar_metrics.configure import as_config, build_config, load_config
 from avatar_metrics.errors import ConfigError
 
 MINIMAL = {"originals": {"path": "o.parquet"}, "avatars": {"path": "a.parquet", "format": "parquet"}}
@@ -137,7 +138,7 @@ def test_the_users_java_options_turn_the_quick_jit_off(tmp_path, monkeypatch):
     """The driver's Java options given in spark.conf, PYSPARK_SUBMIT_ARGS or spark-defaults.conf
     are the user's: the quick JIT of a short run would replace them, so it is not used."""
     from avatar_metrics.cli import _java_options_given
-    from avatar_metrics.config import as_config
+    from avatar_metrics.configure import as_config
 
     for var in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "SPARK_HOME"):
         monkeypatch.delenv(var, raising=False)

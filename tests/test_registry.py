@@ -5,7 +5,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from avatar_metrics import evaluate, metrics
-from avatar_metrics.config import build_config
+from avatar_metrics.configure import build_config
 from avatar_metrics.io import ID
 from avatar_metrics.metrics.base import COUNT, Metric
 from avatar_metrics.report import MetricResult

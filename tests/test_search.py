@@ -6,7 +6,8 @@ import reference as ref
 from conftest import to_spark
 from pyspark.errors import PythonException
 
-from avatar_metrics.config import SearchSettings, as_config
+from avatar_metrics.config import SearchSettings
+from avatar_metrics.configure import as_config
 from avatar_metrics.engine.search import nearest
 from avatar_metrics.io import ID
 from avatar_metrics.schema import Variable, prepare_inputs, ranges_of, release

@@ -962,7 +962,7 @@ class CandidateIndex:
         for j in range(nv):
             self.gcodes[j] = np.searchsorted(self.gvals[j], self.gprof[:, j])
         # the groups one position away from a profile: per position j, the hashes of the groups'
-        # profiles without j, sorted, and the groups in that order (``_lookups``, built at first use)
+        # profiles without j, sorted, and the groups in that order (``lookups``, built at first use)
         self._wild: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         # 5. the tree over all the groups, for the counts within a radius
@@ -1008,7 +1008,7 @@ class CandidateIndex:
                 out.lt -= np.asarray(base[1], dtype=np.int64)
         return out
 
-    def _lookups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def lookups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The lookups one position away, all positions in one array each: (keys, groups, offsets).
         Position j's are ``[off[j], off[j + 1])``: the groups' hashes without j (``_code_hashes``),
         sorted, and the groups in that order."""
@@ -1048,7 +1048,7 @@ class CandidateIndex:
         rest = np.arange(nq, dtype=np.int64)
         if how == "auto" and nq >= RACE_MIN_QUERIES:
             _warm_up()  # the race must time the searches, not the loading of their compiled code
-            self._lookups()  # built before the timing: the sample must not pay for them
+            self.lookups()  # built before the timing: the sample must not pay for them
             sample = rest[::RACE_STRIDE]
             # the plain scan's copy of the state, taken before the index folds the sample:
             # from the index's result it would skip the work of finding the nearest points
@@ -1107,7 +1107,7 @@ class CandidateIndex:
         ucodes = self._dense(uprof)
         terms = _code_hashes(ucodes)
         full = terms.sum(axis=1, dtype=np.uint64)
-        wkeys, worder, woff = self._lookups()
+        wkeys, worder, woff = self.lookups()
         wlo = np.empty((U, nv), dtype=np.int64)
         whi = np.empty((U, nv), dtype=np.int64)
         for j in range(nv):

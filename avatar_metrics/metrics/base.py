@@ -7,6 +7,7 @@ the console summary, records/ and report.html all read it from there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from ..config import Config
-    from ..report import MetricResult
     from ..schema import Inputs
 
 PERCENT = "percent"  # a value in [0, 100], met when at least the target
@@ -42,3 +42,50 @@ class Metric:
     def show(self, value: Any) -> str:
         """The value as the summary shows it."""
         return f"{value:.2f}" if self.unit == PERCENT else f"{value:g}"
+
+
+@dataclass
+class MetricResult:
+    value: float | None
+    target: float
+    computed: bool
+    reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    # per-original results (a cached Spark DataFrame keyed by the record id), not in the JSON
+    records: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool | None:
+        if not self.computed or self.value is None:
+            return None
+        return bool(self.value >= self.target)
+
+    @classmethod
+    def ok(cls, value: float, target: float, details: dict[str, Any]) -> "MetricResult":
+        return cls(value=float(value), target=target, computed=True, details=details)
+
+    @classmethod
+    def not_computed(cls, target: float, reason: str, details: dict[str, Any] | None = None) -> "MetricResult":
+        return cls(value=None, target=target, computed=False, reason=reason, details=details or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "target": self.target,
+            "passed": self.passed,
+            "computed": self.computed,
+            "reason": self.reason,
+            "details": jsonable(self.details),
+        }
+
+
+def jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if hasattr(obj, "item"):  # numpy scalar
+        return jsonable(obj.item())
+    return obj

@@ -22,7 +22,7 @@ from ..engine.search import nearest
 from ..engine.split import working_ids
 from ..io import ID
 from ..plots import figure, heatmap_svg, histogram_svg
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import Inputs, TableStats, ranges_of, table_stats
 from .base import Metric
 from .sampled import rate_details

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from ..config import Config
 from ..io import ID, col
 from ..plots import bars_svg, figure
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import INTEGRAL_TYPES, NUMERIC_TYPES, Inputs
 from .base import Metric
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from ..config import Config
 from ..io import ID
 from ..plots import bars_svg, figure
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import Inputs
 from .base import Metric
 from .local_cloaking import cloaking, not_aligned

@@ -24,7 +24,7 @@ from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..config import Config
 from ..plots import bars_svg, figure
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import Inputs
 from .base import Metric
 

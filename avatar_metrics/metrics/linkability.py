@@ -20,7 +20,7 @@ from ..engine.search import nearest
 from ..io import ID, KEY
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import Inputs, ranges_of
 from .base import Metric
 from .sampled import rate_details

@@ -31,7 +31,7 @@ from ..engine.search import pair_distances, within
 from ..io import ID
 from ..kernels.intervals import median_interval
 from ..plots import figure, histogram_svg
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import Inputs, ranges_of
 from .base import COUNT, Metric
 

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from ..config import Config
 from ..io import col
 from ..plots import bars_svg, figure
-from ..report import MetricResult
+from .base import MetricResult
 from ..schema import Inputs
 from .base import Metric
 
