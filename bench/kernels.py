@@ -97,7 +97,7 @@ def bench_shape(name: str, n: int, queries: int, plain_sample: int, columns=None
         t_plain = (time.perf_counter() - t0) * n / ps.size
         t0 = time.perf_counter()
         index = IX.CandidateIndex(C, cids, space)
-        index._lookups()  # the lookups one position away: built once per index (per task)
+        index.lookups()  # the lookups one position away: built once per index (per task)
         t_build = time.perf_counter() - t0
         times = {}
         for how in ("auto", "index"):
