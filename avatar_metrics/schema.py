@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from pyspark.sql import Column, DataFrame
@@ -234,15 +234,17 @@ def _known(cfg: Config, variables: dict[str, str]) -> tuple[str, ...]:
 
 
 def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None,
-           integral: frozenset = frozenset()) -> DataFrame:
+           exact: Mapping[str, str] | None = None) -> DataFrame:
     """Select the id (and row key) and the variables, in the forms every metric compares.
 
     NaN becomes null (the spec: NaN is a null); decimals become float64. A
     numeric column forced to ``categorical`` becomes the text of its exact
-    value: of a 64-bit integer when the column is integral in every table
-    (``integral``), else of its float64 value (-0.0 as 0.0), so that codes
-    such as 2**60 + k stay distinct everywhere.
+    value when it has an exact type (integers, decimals) in every table: the
+    text of ``exact[c]``, one decimal type for all the tables, so that codes
+    such as 2**60 + k stay distinct everywhere; else the text of its float64
+    value (-0.0 as 0.0).
     """
+    exact = exact or {}
     cols = [id_expr.alias(ID)]
     if key is not None:
         cols.append(col(key).alias(KEY))
@@ -252,8 +254,8 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = 
         if isinstance(dt, (T.FloatType, T.DoubleType)):
             x = F.when(F.isnan(x), F.lit(None)).otherwise(x)
         if kind == "categorical" and isinstance(dt, NUMERIC_TYPES):
-            if c in integral:
-                x = x.cast("long").cast("string")
+            if c in exact:
+                x = x.cast(exact[c]).cast("string")
             else:
                 x = x.cast("double")
                 x = F.when(x == 0, F.lit(0.0)).otherwise(x).cast("string")
@@ -264,6 +266,19 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = 
 
 
 FLOAT_TYPES = (T.FloatType, T.DoubleType)
+
+
+def exact_text_type(types: Sequence[T.DataType]) -> str | None:
+    """The one decimal type that holds every value of these exact numeric types (integers, decimals)
+    exactly, so that its text compares them exactly across tables; None when one of them is not exact
+    (a float) or no decimal holds them all (more than 38 digits)."""
+    if not types or not all(isinstance(t, INTEGRAL_TYPES + (T.DecimalType,)) for t in types):
+        return None
+    whole = max(19 if isinstance(t, INTEGRAL_TYPES) else t.precision - t.scale for t in types)
+    scale = max(0 if isinstance(t, INTEGRAL_TYPES) else t.scale for t in types)
+    if whole + scale > 38:
+        return None
+    return f"decimal({whole + scale},{scale})"
 
 
 def key_id(df: DataFrame, key: str):
@@ -379,9 +394,8 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
     known = _known(cfg, variables)
     raws = [(role, raw) for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
             if raw is not None]
-    integral = frozenset(
-        c for c in cfg.categorical if all(isinstance(raw.schema[c].dataType, INTEGRAL_TYPES) for _, raw in raws)
-    )
+    exact = {c: t for c in cfg.categorical if c in variables
+             for t in [exact_text_type([raw.schema[c].dataType for _, raw in raws])] if t is not None}
 
     if cfg.row_key is not None:
         check_key_types(raws, cfg.row_key)
@@ -389,9 +403,9 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
     try:
         for role, raw in raws:
             if cfg.row_key is not None:
-                df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, integral)
+                df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, exact)
             else:
-                df = _clean(with_position(raw), variables, F.col(ID), integral=integral)
+                df = _clean(with_position(raw), variables, F.col(ID), exact=exact)
             tables[role] = cache_plain(df)
         # one action fills the caches and counts: the positions' first pass reads no column, and
         # counting there would decode the whole table once more (census-shaped, 1,000,000: 6 s)
