@@ -269,12 +269,13 @@ def test_closure_cap_follows_the_servers_message_limit(value, limit):
     assert S.closure_cap(_Session(value)) == int(limit * S.CLOSURE_SHARE / S.CHAIN)
 
 
-@pytest.mark.parametrize("max_levels", [20_000, 1])
-def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, max_levels):
+@pytest.mark.parametrize("max_levels,trim", [(20_000, False), (1, False), (20_000, True)])
+def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, max_levels, trim):
     """The first job's marks (``Need.bits``, from summaries Spark computes over blocks cut as the
     engine cuts them): a query is marked for every block holding a candidate at or within its
     reach, with nulls, constant variables, categories a block lacks, and (max_levels 1) the
-    categoricals left out of the summaries; and some blocks are left unmarked."""
+    categoricals left out of the summaries, or (trim) left out to hold the summaries under a size
+    (the categorical with most values first); and some blocks are left unmarked."""
     import avatar_metrics.engine.search as S
     from avatar_metrics.kernels.gower import Space
 
@@ -290,6 +291,12 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, ma
         space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
         c = S._by_locality(S._select(inputs.avatars, variables), variables, 6).cache()
         need = S._need(c, variables, 6)
+        if trim:
+            full, unions = S.need_bytes(need), [None if u is None else len(u) for u in need.unions]
+            biggest = int(np.argmax([-1 if n is None else n for n in unions]))  # the first of the largest
+            need = S.trimmed(need, full - 1)
+            assert need.unions[biggest] is None and S.need_bytes(need) < full
+            assert [u is None for u in need.unions] == [u is None or i == biggest for i, u in enumerate(unions)]
         blocks = c.select(ID, "__am_block").toPandas().set_index(ID)["__am_block"]
         queries = S._select(inputs.originals, variables).toPandas()
         c.unpersist()

@@ -928,9 +928,35 @@ def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = 
         unions.append(union)
     present = [[None if vals[i] is None or unions[i] is None else np.append(unions[i].isin(vals[i]), False)
                 for i in range(nv)] for vals in values]
-    return Need(blocks=blocks, summaries=summaries, values=values, unions=unions, present=present,
-                words=max(1, math.ceil(n_blocks / NEED_BITS)), rows=counts,
-                order=None if order is None else list(order), lows=lows if order is not None else None)
+    return trimmed(Need(blocks=blocks, summaries=summaries, values=values, unions=unions, present=present,
+                        words=max(1, math.ceil(n_blocks / NEED_BITS)), rows=counts,
+                        order=None if order is None else list(order), lows=lows if order is not None else None))
+
+
+# The most bytes the marks' summaries (a ``Need``, pickled) may take: they travel in the
+# closures of the first job and of each chain's last pass, beside the blocks, and under
+# Spark Connect the blocks already take ``CLOSURE_SHARE`` of the message limit
+NEED_BYTES = 8 * 2**20
+
+
+def need_bytes(need: Need) -> int:
+    return len(pickle.dumps(need, protocol=5))
+
+
+def trimmed(need: Need, most: int = NEED_BYTES) -> Need:
+    """``need`` within ``most`` bytes: while over, the categorical with the most recorded values
+    loses its lists (any value may then occur in any block). Exact: a block's lower bound only
+    drops, so a query is marked for more blocks, never fewer."""
+    while need_bytes(need) > most:
+        sizes = [len(u) if u is not None else -1 for u in need.unions]
+        i = int(np.argmax(sizes)) if sizes else -1
+        if i < 0 or sizes[i] < 0:
+            break  # no lists left: the numeric summaries alone
+        need.unions[i] = None
+        for j in range(len(need.blocks)):
+            need.values[j][i] = None
+            need.present[j][i] = None
+    return need
 
 
 def is_connect(df: DataFrame) -> bool:
