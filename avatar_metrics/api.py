@@ -155,12 +155,13 @@ NOT_ASKED = "not asked for: evaluate(..., only=[...]) leaves it out"
 
 
 def _asked(only: Iterable[str] | None) -> frozenset[str]:
+    keys = [m.key for m in declared.REGISTRY]
     if only is None:
-        return frozenset(declared.KEYS)
+        return frozenset(keys)
     asked = frozenset([only] if isinstance(only, str) else only)
-    unknown = sorted(asked - set(declared.KEYS))
+    unknown = sorted(asked - set(keys))
     if unknown:
-        raise ConfigError(f"evaluate(only=...): unknown metric key {unknown[0]}; the keys are: {', '.join(declared.KEYS)}")
+        raise ConfigError(f"evaluate(only=...): unknown metric key {unknown[0]}; the keys are: {', '.join(keys)}")
     return asked
 
 

@@ -54,7 +54,8 @@ class Cluster:
             state = json.load(r)
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
-    def submit(self, script: Path, *args: str, background: bool = False, log: Path | None = None):
+    def submit(self, script: Path, *args: str, background: bool = False, log: Path | None = None,
+               conf: dict | None = None):
         cmd = [
             str(SPARK_HOME / "bin" / "spark-submit"),
             "--master", self.url,
@@ -65,6 +66,7 @@ class Cluster:
             "--conf", "spark.cores.max=2",
             "--conf", "spark.task.maxFailures=8",
             "--conf", "spark.ui.enabled=false",
+            *[x for k, v in (conf or {}).items() for x in ("--conf", f"{k}={v}")],
             "--py-files", str(self.package_zip),
             str(script), *args,
         ]
@@ -72,6 +74,15 @@ class Cluster:
             fh = open(log, "w")
             return subprocess.Popen(cmd, env=self.env(), stdout=fh, stderr=subprocess.STDOUT, cwd=self.workdir)
         return subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=900, cwd=self.workdir)
+
+    def executor_pid(self, executor_id: str) -> int | None:
+        """The process of the executor with this Spark id, from its command line (--executor-id)."""
+        out = subprocess.run(["pgrep", "-af", "CoarseGrainedExecutorBackend"], capture_output=True, text=True)
+        for line in out.stdout.splitlines():
+            args = line.split()
+            if "--executor-id" in args and args[args.index("--executor-id") + 1] == executor_id:
+                return int(args[0])
+        return None
 
     def executor_pids(self) -> list[int]:
         out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True)
@@ -148,3 +159,29 @@ def start(base: Path, workers: int = 2) -> Cluster:
         time.sleep(1)
     cluster.stop()
     raise RuntimeError(f"the standalone cluster did not start; see {logs}")
+
+
+def event_log_tasks(folder: Path) -> list[dict]:
+    """The ends of the tasks in the event logs under ``folder``: stage, partition, attempt, reason."""
+    ends = []
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with open(f) as lines:
+            for line in lines:
+                if '"Event":"SparkListenerTaskEnd"' not in line:
+                    continue  # the plans' events are most of the bytes
+                event = json.loads(line)
+                info = event["Task Info"]
+                ends.append({"stage": event["Stage ID"], "partition": info["Partition ID"], "attempt": info["Attempt"],
+                             "reason": event["Task End Reason"]["Reason"], "finish": info["Finish Time"]})
+    return ends
+
+
+def busy_executors(ui: str) -> list[str]:
+    """The ids of the executors running a task now, from the driver's REST API (``ui``: its address)."""
+    try:
+        with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=2) as r:
+            app = json.load(r)[0]["id"]
+        with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/executors", timeout=2) as r:
+            return [e["id"] for e in json.load(r) if e["id"] != "driver" and e["activeTasks"] > 0]
+    except (OSError, ValueError, IndexError, KeyError):
+        return []

@@ -7,6 +7,9 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+OWN: list = []  # the session the suite started, if it did
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A local session for the suite; an active one (Databricks, say) is reused."""
@@ -34,8 +37,19 @@ def spark():
         .config("spark.sql.maxPlanStringLength", "100000")
         .getOrCreate()
     )
+    OWN.append(session)
     yield session
+    OWN.clear()
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_caches():
+    """After each test module, what a test left cached (a report's records, say) goes: one session runs
+    the whole suite, and cached blocks held by finished tests only slow the later ones."""
+    yield
+    if OWN:  # never a session the suite was given (a notebook's)
+        OWN[0].catalog.clearCache()
 
 
 def to_spark(spark, pdf, partitions=None):

@@ -9,6 +9,7 @@ succeed check what they were about instead.
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import json
 import math
@@ -24,6 +25,8 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -111,7 +114,10 @@ class Case:
     code: int = 2
     words: tuple[str, ...] = ()
     check: Callable[[Path], None] | None = None  # extra checks after the run
-    runner: str = "cli"  # cli | databricks | subprocess | api (evaluate on DataFrames, then Report.write)
+    # cli | databricks | subprocess | api (evaluate on DataFrames, then Report.write) | canned (a report
+    # computed once for the module, written by Report.write where the configuration's output says: for the
+    # cases about files, not metrics)
+    runner: str = "cli"
     env: dict = field(default_factory=dict)
     secrets: tuple[str, ...] = ()  # more values that must appear in no message nor output
     writes: tuple[str, ...] = ("out",)  # where a run that succeeds may write (user files elsewhere stay)
@@ -234,7 +240,7 @@ def case_run_output_tilde_is_expanded(t):
         assert not any(p.name == "~" for p in t.rglob("*"))
 
     (t / "home").mkdir()
-    return Case(["run", "--config", config(t, output="~/reports")], code=0, check=check, env={"HOME": str(t / "home")})
+    return Case([config(t, output="~/reports")], code=0, check=check, env={"HOME": str(t / "home")}, runner="canned")
 
 
 def case_run_files_follow_the_umask(t):
@@ -245,7 +251,7 @@ def case_run_files_follow_the_umask(t):
             assert (t / "out" / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
         assert (t / "out").stat().st_mode & 0o777 == 0o777 & ~mask
 
-    return Case(["run", "--config", config(t)], code=0, check=check)
+    return Case([config(t)], code=0, check=check, runner="canned")
 
 
 def case_run_second_run_at_once_is_refused(t):
@@ -263,12 +269,12 @@ def case_run_stale_lock_of_a_dead_run_is_taken_over(t):
         assert (t / "out" / "report.json").is_file()
         assert sorted(p.name for p in t.iterdir() if p.name.startswith(".out")) == []
 
-    return Case(["run", "--config", config(t)], code=0, check=check, writes=("out", stage, ".out.avatar-metrics.lock"))
+    return Case([config(t)], code=0, check=check, writes=("out", stage, ".out.avatar-metrics.lock"), runner="canned")
 
 
 def case_run_replaces_its_own_earlier_outputs_whole(t):
     cfg = config(t)
-    assert main(["run", "--config", cfg]) == 0
+    CANNED["report"].write(t / "out")  # an earlier run's outputs (seed 0)
     first = json.loads((t / "out" / "report.json").read_text())
 
     def check(t):
@@ -382,7 +388,12 @@ def case_64_bit_codes_stay_distinct(t):
     base = 2**60
     o = frame().assign(code=base + np.arange(40))
     a = frame(seed=1).assign(code=base + (np.arange(40) + 1) % 40)
-    cfg = config(t, originals=put(t / "data" / "o2.parquet", o), avatars=put(t / "data" / "a2.parquet", a),
+    # the avatars' codes as decimal(38,0), the originals' as 64-bit integers: compared by exact text
+    a_file = a.assign(code=[decimal.Decimal(int(v)) for v in a.code])
+    t.joinpath("data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pandas(a_file, schema=pa.Schema.from_pandas(a.drop(columns="code")).append(
+        pa.field("code", pa.decimal128(38, 0))), preserve_index=False), t / "data" / "a2.parquet")
+    cfg = config(t, originals=put(t / "data" / "o2.parquet", o), avatars={"path": str(t / "data" / "a2.parquet"), "format": "parquet"},
                  categorical=["code"], known_variables=["code", "city"], linkability_halves=[["code"], ["city"]])
 
     def check(t):
@@ -571,7 +582,7 @@ def case_run_fills_a_prepared_folder_keeping_its_permissions(t):
         assert records.stat().st_gid == out.stat().st_gid  # the setgid folder's group, inherited
         assert os.getxattr(records, "system.posix_acl_default") == acl
 
-    return Case(["run", "--config", config(t)], code=0, check=check)
+    return Case([config(t)], code=0, check=check, runner="canned")
 
 
 def case_run_output_under_a_folder_it_cannot_write(t):
@@ -595,7 +606,7 @@ def case_run_output_under_a_folder_it_cannot_write(t):
 
 def case_run_puts_back_outputs_a_killed_run_was_replacing(t):
     cfg = config(t)
-    assert main(["run", "--config", cfg]) == 0
+    CANNED["report"].write(t / "out")
     old = t / ".out.avatar-metrics-old-0123456789ab"
     os.rename(t / "out", old)  # killed between its two renames: only this copy is left
     first = snapshot(old)
@@ -707,6 +718,33 @@ def case_api_evaluate_dataframes_refused(t):
 
 
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
+CANNED: dict = {}  # "report": the report of config()'s tables, computed once (fixture canned)
+
+
+@pytest.fixture(scope="module")
+def canned(spark, tmp_path_factory):
+    """The report of ``config()``'s tables, its records cached for the module."""
+    from avatar_metrics import evaluate
+
+    t = tmp_path_factory.mktemp("canned")
+    cfg = yaml.safe_load(Path(config(t)).read_text())
+    tables = [spark.read.parquet(cfg[r]["path"]) for r in ("originals", "avatars")]
+    keys = {k: v for k, v in cfg.items() if k not in ("originals", "avatars", "output")}
+    CANNED["report"] = evaluate(spark, *tables, None, keys)
+    yield CANNED["report"]
+    CANNED.pop("report").records.unpersist()
+
+
+def canned_write(config_path: str) -> int:
+    from avatar_metrics.errors import AvatarMetricsError
+
+    output = yaml.safe_load(Path(config_path).read_text())["output"]
+    try:
+        CANNED["report"].write(output)
+    except AvatarMetricsError as exc:
+        print(f"avatar-metrics: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def api_run(config_path: str) -> int:
@@ -741,8 +779,8 @@ def run_case(case: Case, t: Path, capfd, monkeypatch) -> tuple[int, str, str]:
         proc = subprocess.run([sys.executable, "-m", "avatar_metrics", *case.argv], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
         return proc.returncode, proc.stdout, proc.stderr
-    if case.runner == "api":
-        code = api_run(case.argv[0])
+    if case.runner in ("api", "canned"):
+        code = (api_run if case.runner == "api" else canned_write)(case.argv[0])
         out, err = capfd.readouterr()
         return code, out, err
     if case.runner == "databricks":
@@ -757,7 +795,7 @@ def run_case(case: Case, t: Path, capfd, monkeypatch) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_safety(spark, tmp_path, capfd, monkeypatch, name):
+def test_safety(spark, canned, tmp_path, capfd, monkeypatch, name):
     case = CASES[name](tmp_path)
     try:
         capfd.readouterr()
