@@ -35,6 +35,12 @@ def spark():
         .config("spark.ui.retainedJobs", "50")
         .config("spark.ui.retainedStages", "50")
         .config("spark.sql.maxPlanStringLength", "100000")
+        # tables of tens of records: compiling code for each query (whole-stage codegen) and
+        # re-planning each stage (adaptive execution) cost more than the work; the results are the
+        # same either way, and the runs in their own process (command line, cluster, Connect) keep
+        # Spark's defaults
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        .config("spark.sql.adaptive.enabled", "false")
         .getOrCreate()
     )
     OWN.append(session)

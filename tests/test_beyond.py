@@ -33,43 +33,35 @@ def run(spark, O, A, partitions=None, H=None, only=None, **config):
     return evaluate(spark, o, a, h, {"row_key": "rid", **config}, only=only)
 
 
-@pytest.mark.parametrize("partitions,block", [(1, 1000), (3, 17), (7, 9)])
-def test_hidden_rate_and_local_cloaking(spark, frames, partitions, block):
+@pytest.mark.parametrize("partitions,block,cap,target", [(1, 1000, None, 5), (3, 17, 2, 1), (1, 1000, 5, 2), (7, 9, 12, 5)])
+def test_hidden_rate_and_local_cloaking(spark, frames, partitions, block, cap, target):
+    """Against the references under several layouts: the Hidden Rate exact, and min(LC_i, cap) per
+    original and its median (spec: Local Cloaking, Cap; no cap: the default, above every count)."""
     O, A = frames
-    rep = run(spark, O, A, partitions, seed=6, search={"block_size": block}, only=RADIUS)
+    capped = {} if cap is None else {"local_cloaking_cap": cap}
+    rep = run(spark, O, A, partitions, seed=6, search={"block_size": block}, only=RADIUS,
+              targets={"local_cloaking": target}, **capped)
     d = rep.to_dict()["metrics"]
     value, hits, hit_list = ref.hidden_rate(O, A, KINDS, seed=6)
     assert (d["hidden_rate"]["value"], d["hidden_rate"]["details"]["hits"]) == (value, hits)
-    median, uncloaked, lc = ref.local_cloaking(O, A, KINDS)
-    m = d["local_cloaking"]
-    assert (m["value"], m["details"]["median"], m["details"]["uncloaked"]) == (median, median, uncloaked)
-    assert m["passed"] == (median >= 5) and m["details"]["n"] == len(O)
-    assert sum(m["details"]["histogram"]["counts"]) == len(O)
-    recs = rep.records.toPandas().set_index("rid").sort_index()
-    rep.records.unpersist()
-    assert recs.local_cloaking.tolist() == lc
-    assert recs.hidden_hit.tolist() == hit_list
-    assert any(c > 0 for c in lc) and 0 < hits < len(O), "the data must exercise both outcomes"
-
-
-@pytest.mark.parametrize("cap,target,partitions,block", [(2, 1, 3, 17), (5, 2, 1, 1000), (12, 5, 7, 9)])
-def test_local_cloaking_up_to_a_cap(spark, frames, cap, target, partitions, block):
-    """min(LC_i, cap) per original, its median, and the Hidden Rate still exact (spec: Local Cloaking, Cap)."""
-    O, A = frames
-    rep = run(spark, O, A, partitions, seed=6, local_cloaking_cap=cap, targets={"local_cloaking": target},
-              search={"block_size": block}, only=RADIUS)
-    d = rep.to_dict()["metrics"]
     median, uncloaked, lc = ref.local_cloaking(O, A, KINDS, cap=cap)
     _, exact_uncloaked, exact = ref.local_cloaking(O, A, KINDS)
     m = d["local_cloaking"]
-    assert (m["value"], m["details"]["uncloaked"]) == (median, uncloaked) and uncloaked == exact_uncloaked
-    assert m["details"]["cap"] == cap and m["details"]["capped"] == sum(c >= cap for c in exact) > 0
+    assert (m["value"], m["details"]["median"], m["details"]["uncloaked"]) == (median, median, uncloaked)
+    assert uncloaked == exact_uncloaked and m["details"]["n"] == len(O)
+    assert m["passed"] == (median >= target)
+    assert sum(m["details"]["histogram"]["counts"]) == len(O)
+    cap = cap or 1000
+    assert m["details"]["cap"] == cap and m["details"]["capped"] == sum(c >= cap for c in exact)
     assert m["details"]["median_at_cap"] == (median == cap)
-    assert d["hidden_rate"]["details"]["hits"] == ref.hidden_rate(O, A, KINDS, seed=6)[1]
     recs = rep.records.toPandas().set_index("rid").sort_index()
     rep.records.unpersist()
     assert recs.local_cloaking.tolist() == lc
     assert recs.local_cloaking_capped.tolist() == [c >= cap for c in exact]
+    assert recs.hidden_hit.tolist() == hit_list
+    assert any(c > 0 for c in lc) and 0 < hits < len(O), "the data must exercise both outcomes"
+    if cap < 1000:
+        assert m["details"]["capped"] > 0, "the cap must be reached"
 
 
 def test_ties_at_the_radius_count(spark):
