@@ -17,10 +17,6 @@ from .outputs import check_destination, destination, locked, publish, write_atom
 __all__ = ["MetricResult", "Report"]
 
 
-def _registry():
-    return declared.REGISTRY
-
-
 @dataclass
 class Report:
     metrics: dict[str, MetricResult]
@@ -35,7 +31,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "metrics": {m.key: self.metrics[m.key].to_dict() for m in _registry()},
+            "metrics": {m.key: self.metrics[m.key].to_dict() for m in declared.REGISTRY},
             "inputs": jsonable(self.inputs),
             "seed": self.seed,
             "versions": dict(self.versions),
@@ -46,12 +42,12 @@ class Report:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def missed_targets(self) -> list[str]:
-        return [m.key for m in _registry() if self.metrics[m.key].passed is False]
+        return [m.key for m in declared.REGISTRY if self.metrics[m.key].passed is False]
 
     def summary(self) -> str:
         """A short table for the console."""
         lines = [f"{'metric':<32} {'value':>8} {'target':>7}  result"]
-        for metric in _registry():
+        for metric in declared.REGISTRY:
             m = self.metrics[metric.key]
             if m.computed:
                 verdict = "met" if m.passed else "MISSED"

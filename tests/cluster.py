@@ -84,10 +84,6 @@ class Cluster:
                 return int(args[0])
         return None
 
-    def executor_pids(self) -> list[int]:
-        out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True)
-        return [int(p) for p in out.stdout.split()]
-
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -162,7 +158,7 @@ def start(base: Path, workers: int = 2) -> Cluster:
 
 
 def event_log_tasks(folder: Path) -> list[dict]:
-    """The ends of the tasks in the event logs under ``folder``: stage, partition, attempt, reason."""
+    """The ends of the tasks in the event logs under ``folder``: stage, partition, reason, finish time."""
     ends = []
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         with open(f) as lines:
@@ -171,7 +167,7 @@ def event_log_tasks(folder: Path) -> list[dict]:
                     continue  # the plans' events are most of the bytes
                 event = json.loads(line)
                 info = event["Task Info"]
-                ends.append({"stage": event["Stage ID"], "partition": info["Partition ID"], "attempt": info["Attempt"],
+                ends.append({"stage": event["Stage ID"], "partition": info["Partition ID"],
                              "reason": event["Task End Reason"]["Reason"], "finish": info["Finish Time"]})
     return ends
 
