@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "avatars_aligned": True,
     # Local Cloaking counts exactly up to this many avatars (spec: "Local Cloaking", Cap)
     "local_cloaking_cap": 1000,
+    # the Attribute Inference secrets (null: every variable not known)
+    "secret_variables": None,
     # null: every original is a query; N: the N originals of smallest keyed hash, searched
     # against all candidates, with confidence intervals (spec: "Sampled queries")
     "query_sample": None,
@@ -100,6 +102,7 @@ class Config:
     spark_conf: Mapping[str, str]
     search: SearchSettings
     query_sample: int | None = None
+    secret_variables: tuple[str, ...] | None = None  # None: every variable not known
 
     @property
     def block_size(self) -> int:
@@ -143,6 +146,7 @@ class Config:
             "avatars_aligned": self.avatars_aligned,
             "local_cloaking_cap": self.local_cloaking_cap,
             "query_sample": self.query_sample,
+            "secret_variables": None if self.secret_variables is None else list(self.secret_variables),
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions,
                        "home_from": self.home_from},

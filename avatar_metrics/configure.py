@@ -122,6 +122,8 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         spark_conf={str(k): str(v) for k, v in conf.items()},
         search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp, home_from=home_from),
         query_sample=sample,
+        secret_variables=(None if merged["secret_variables"] is None
+                          else _names(merged["secret_variables"], "secret_variables")),
     )
 
 

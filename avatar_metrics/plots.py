@@ -120,3 +120,58 @@ def bars_svg(id_: str, items: list[tuple[str, float]], vmax: float, target: floa
 
 def figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def roc_svg(id_: str, curve: list[tuple[float, float]], auc: float, point: tuple[float, float] | None) -> str:
+    """A ROC curve (false positive rate across, true positive rate up, both in [0, 1]), the
+    diagonal of a guess, the AUC written in, and ``point`` marked (the 1 % false positive rate)."""
+    side = H - PAD - 10
+    x0, y0 = PAD, H - PAD
+
+    def at(fpr: float, tpr: float) -> str:
+        return f"{x0 + side * fpr:.1f},{y0 - side * tpr:.1f}"
+
+    parts = [f'<rect x="{x0}" y="{y0 - side}" width="{side}" height="{side}" fill="none" stroke="#999"/>',
+             f'<line x1="{x0}" y1="{y0}" x2="{x0 + side}" y2="{y0 - side}" stroke="#999" stroke-dasharray="4 3"/>',
+             f'<polyline points="{" ".join(at(f, t) for f, t in curve)}" fill="none" stroke="#1f77b4" '
+             f'stroke-width="2" data-auc="{auc!r}" data-points="{len(curve)}"/>',
+             f'<text x="{x0}" y="{H - 22}" font-size="11">0</text>',
+             f'<text x="{x0 + side}" y="{H - 22}" font-size="11" text-anchor="end">1</text>',
+             f'<text x="{x0 + side / 2}" y="{H - 6}" font-size="12" text-anchor="middle">false positive rate</text>',
+             f'<text x="{x0 + side + 12}" y="{y0 - 16}" font-size="11" fill="#555">false positives: holdout records '
+             'called members</text>',
+             f'<text x="{x0 + side + 12}" y="{y0 - 2}" font-size="11" fill="#555">true positives: originals called '
+             'members</text>',
+             f'<text x="12" y="{y0 - side / 2}" font-size="12" transform="rotate(-90 12 {y0 - side / 2})" '
+             'text-anchor="middle">true positive rate</text>',
+             f'<text x="{x0 + side + 12}" y="{y0 - side + 14}" font-size="12">AUC = {auc:.4f}</text>',
+             f'<text x="{x0 + side + 12}" y="{y0 - side + 30}" font-size="11" fill="#999">diagonal: a guess '
+             '(AUC 0.5)</text>']
+    if point is not None:
+        fpr, tpr = point
+        parts.append(f'<circle cx="{x0 + side * fpr:.1f}" cy="{y0 - side * tpr:.1f}" r="4" fill="#c62828" '
+                     f'data-marker="{tpr!r}"/><text x="{x0 + side + 12}" y="{y0 - side + 46}" font-size="11" '
+                     f'fill="#c62828">at 1% false positives: {100 * tpr:.2f}% found</text>')
+    return _svg(id_, "".join(parts), W + 140)
+
+
+def pairs_svg(id_: str, items: list[tuple[str, float, float]], labels: tuple[str, str], label: str) -> str:
+    """Two bars per item (percent, 0 to 100), the first of ``labels`` above the second."""
+    rowh = 16
+    h = 20 + 2 * rowh * len(items) + 6 * len(items) + 30
+    w = W + 140
+    left = 150
+    span = w - left - 70
+    parts = []
+    for k, (name, a, b) in enumerate(items):
+        y = 14 + k * (2 * rowh + 6)
+        parts.append(f'<text x="{left - 6}" y="{y + rowh + 4}" font-size="12" text-anchor="end">{esc(name)}</text>')
+        for j, (v, color) in enumerate(((a, "#c62828"), (b, "#1f77b4"))):
+            bw = span * min(max(v, 0), 100) / 100
+            parts.append(f'<rect x="{left}" y="{y + j * rowh}" width="{bw:.1f}" height="{rowh - 3}" fill="{color}" '
+                         f'data-name="{esc(name)}" data-series="{esc(labels[j])}" data-value="{v!r}"/>'
+                         f'<text x="{left + bw + 4:.1f}" y="{y + j * rowh + 11}" font-size="11">{v:.1f}%</text>')
+    parts.append(f'<text x="{left}" y="{h - 10}" font-size="11">{esc(label)}: '
+                 f'<tspan fill="#c62828">{esc(labels[0])}</tspan>, <tspan fill="#1f77b4">{esc(labels[1])}</tspan>'
+                 '</text>')
+    return _svg(id_, "".join(parts), w, h)

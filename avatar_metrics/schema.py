@@ -96,6 +96,11 @@ class Inputs:
     # the sampled originals, and how many; None: every original is a query (exact)
     sample_mark: Column | None = None
     n_sampled: int | None = None
+    # the holdout records asked about by the searches that take them as queries (Membership, the
+    # control of Attribute Inference): the keyed sample "sample_holdout", or None: every one
+    holdout_mark: Column | None = None
+    n_holdout_sampled: int | None = None
+    secrets: tuple[str, ...] = ()  # the Attribute Inference secrets (secret_variables, or every variable not known)
 
     def queries(self) -> DataFrame:
         """The originals the searches ask about: the sample, or every original. A filter,
@@ -105,6 +110,16 @@ class Inputs:
     @property
     def n_queries(self) -> int:
         return self.n_originals if self.n_sampled is None else self.n_sampled
+
+    def holdout_queries(self) -> DataFrame:
+        """The holdout records asked about (as queries, never as candidates): the sample, or all."""
+        if self.holdout is None:
+            raise ValueError("no holdout")
+        return self.holdout if self.holdout_mark is None else self.holdout.filter(self.holdout_mark)
+
+    @property
+    def n_holdout_queries(self) -> int | None:
+        return self.n_holdout if self.n_holdout_sampled is None else self.n_holdout_sampled
 
     @property
     def names(self) -> list[str]:
@@ -231,6 +246,20 @@ def _known(cfg: Config, variables: dict[str, str]) -> tuple[str, ...]:
         if not known:
             known = tuple(cfg.linkability_halves[0]) + tuple(cfg.linkability_halves[1])
     return tuple(known)
+
+
+def _secrets(cfg: Config, variables: dict[str, str], known: tuple[str, ...]) -> tuple[str, ...]:
+    """The Attribute Inference secrets: ``secret_variables``, or every variable not known."""
+    if cfg.secret_variables is None:
+        return tuple(v for v in variables if v not in known)
+    for c in cfg.secret_variables:
+        if c not in variables:
+            raise ConfigError(f"configuration key secret_variables names column {c}, which is not a variable "
+                              "(missing or excluded): check the spelling")
+        if c in known:
+            raise ConfigError(f"configuration key secret_variables names column {c}, which is also a known variable: "
+                              "a secret is what the attacker does not know; take it out of one of the two lists")
+    return tuple(cfg.secret_variables)
 
 
 def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None,
@@ -392,6 +421,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
                 _empty(role)
         raise
     known = _known(cfg, variables)
+    secrets = _secrets(cfg, variables, known)
     raws = [(role, raw) for role, raw in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
             if raw is not None]
     exact = {c: t for c in cfg.categorical if c in variables
@@ -450,6 +480,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         holdout=tables.get("holdout"),
         variables=variables,
         known=known,
+        secrets=secrets,
         n_originals=n_o,
         n_avatars=n_a,
         n_holdout=stats["holdout"].rows if "holdout" in stats else None,

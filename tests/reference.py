@@ -340,3 +340,89 @@ def median_interval(values, z=Z95):
     lo = min(max(math.floor(m / 2 - z * math.sqrt(m) / 2), 1), m)
     hi = min(max(math.ceil(1 + m / 2 + z * math.sqrt(m) / 2), 1), m)
     return [float(xs[lo - 1]), float(xs[hi - 1])]
+
+
+# ------------------------------------------------------------------ membership and attribute inference
+
+
+def membership(O, A, H, kinds, sample=None, sample_h=None):
+    """Membership Inference by brute force: scores (distance to the nearest avatar, all variables,
+    ranges over O, A, H), the Mann-Whitney AUC over every pair (ties half), the advantage, MIP and
+    the true positive rate at 1 % false positives over the thresholds {-inf} and every score.
+    ``sample``/``sample_h``: positions of the originals/holdout records asked about."""
+    variables = list(kinds)
+    ranges = {v: column_range([O, A, H], v) for v in variables if kinds[v] == "numeric"}
+    arecs = A.to_dict("records")
+
+    def scores(T, asked):
+        recs = T.to_dict("records")
+        return [min(gower(recs[i], y, variables, kinds, ranges) for y in arecs) for i in asked]
+
+    s_o = scores(O, range(len(O)) if sample is None else sample)
+    s_h = scores(H, range(len(H)) if sample_h is None else sample_h)
+    wins = Fraction(0)
+    for so in s_o:
+        for sh in s_h:
+            wins += 1 if so < sh else Fraction(1, 2) if so == sh else 0
+    auc = float(wins / (len(s_o) * len(s_h)))
+    advantage = max(0.0, 2 * auc - 1)
+    allowed = [t for t in [-math.inf] + s_o + s_h if 100 * sum(1 for sh in s_h if sh <= t) <= len(s_h)]
+    tpr = max(sum(1 for so in s_o if so <= t) for t in allowed) / len(s_o)
+    return {"auc": auc, "advantage": advantage, "value": 100 * (1 - advantage), "tpr_at_1pct_fpr": 100 * tpr,
+            "members": len(s_o), "non_members": len(s_h), "scores": (s_o, s_h)}
+
+
+def hanley_mcneil_interval(auc, n_pos, n_neg, z=Z95):
+    """AUC +- z SE, SE from Hanley and McNeil (1982), clipped to [0, 1]."""
+    q1, q2 = auc / (2 - auc), 2 * auc ** 2 / (1 + auc)
+    se = math.sqrt((auc * (1 - auc) + (n_pos - 1) * (q1 - auc ** 2) + (n_neg - 1) * (q2 - auc ** 2)) / (n_pos * n_neg))
+    return max(0.0, auc - z * se), min(1.0, auc + z * se)
+
+
+def _risk(p_o, p_h):
+    return 0.0 if p_h == 1 else min(1.0, max(0.0, (p_o - p_h) / (1 - p_h)))
+
+
+def attribute_inference(O, A, H, known, secrets, kinds, seed, sample=None, sample_h=None):
+    """Attribute Inference by brute force: each target's nearest avatar on the known variables
+    (searches "attribute" and "attribute_control", ties by the keyed hash), each secret guessed
+    right when equal (categorical, null = null) or within 5 % of its range over O, A, H
+    (numeric; null against null right, against a value wrong)."""
+    ranges = {v: column_range([O, A, H], v) for v in kinds if kinds[v] == "numeric"}
+    arecs = A.to_dict("records")
+
+    def right(x, a, s):
+        if is_null(x) or is_null(a):
+            return is_null(x) and is_null(a)
+        if kinds[s] == "categorical":
+            return x == a
+        return abs(float(a) - float(x)) <= 0.05 * ranges[s]
+
+    out = {}
+    for T, name, asked in ((O, "attribute", sample), (H, "attribute_control", sample_h)):
+        res = nearest(T, A, known, kinds, ranges, seed, name)
+        recs = T.to_dict("records")
+        asked = range(len(T)) if asked is None else asked
+        out[name] = {
+            "n": len(asked),
+            "right": {s: sum(1 for i in asked if right(recs[i][s], arecs[res[i][3]][s], s)) for s in secrets},
+            "avatar": [res[i][3] for i in range(len(T))],
+            "per_record": [sum(right(recs[i][s], arecs[res[i][3]][s], s) for s in secrets) for i in range(len(T))],
+        }
+    o, h = out["attribute"], out["attribute_control"]
+    per = {}
+    for s in secrets:
+        p_o, p_h = o["right"][s] / o["n"], h["right"][s] / h["n"]
+        per[s] = {"p_o": p_o, "p_h": p_h, "protection": 100 * (1 - _risk(p_o, p_h)),
+                  "right_o": o["right"][s], "right_h": h["right"][s]}
+    return {"value": min(v["protection"] for v in per.values()), "secrets": per, "n": o["n"], "n_control": h["n"],
+            "avatar": o["avatar"], "aip_right": o["per_record"]}
+
+
+def risk_protection_interval(right_o, n_o, right_h, n_h):
+    """The protection's interval from the widest risk over the Wilson intervals of p_O and p_H."""
+    o_lo, o_hi = wilson(right_o, n_o)
+    h_lo, h_hi = wilson(right_h, n_h)
+    clip = lambda p: min(max(p, 0.0), 1.0)
+    lo_risk, hi_risk = _risk(clip(o_lo), clip(h_hi)), _risk(clip(o_hi), clip(h_lo))
+    return [100 * (1 - hi_risk), 100 * (1 - lo_risk)]

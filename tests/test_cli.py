@@ -14,7 +14,8 @@ from avatar_metrics.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "conf" / "example.yaml"
 METRICS = ["linkability_protection_rate", "closest_rate", "knowledge_protection_rate", "column_direct_match_protection",
-           "hidden_rate", "local_cloaking", "row_direct_match_protection"]
+           "hidden_rate", "local_cloaking", "row_direct_match_protection", "membership_inference_protection",
+           "attribute_inference_protection"]
 
 
 def env():
@@ -70,6 +71,9 @@ def test_console_script_end_to_end(tmp_path):
     assert int(records.kpr_matched.sum()) == rep["metrics"]["knowledge_protection_rate"]["details"]["matched"]
     assert int(records.hidden_hit.sum()) == rep["metrics"]["hidden_rate"]["details"]["hits"]
     assert float(records.local_cloaking.median()) == rep["metrics"]["local_cloaking"]["value"]
+    secrets = rep["metrics"]["attribute_inference_protection"]["details"]["secrets"]
+    assert int(records.aip_right.sum()) == sum(s["right_o"] for s in secrets.values())
+    assert "plot-membership-roc" in (out / "report.html").read_text()
     O, A, kinds = example_reference()
     value, cols = ref.column_direct_match(O, A, list(O.columns))
     assert rep["metrics"]["column_direct_match_protection"]["value"] == value

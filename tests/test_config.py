@@ -21,8 +21,10 @@ def test_defaults_follow_the_interface():
         "hidden_rate": 90,
         "local_cloaking": 5,
         "row_direct_match_protection": 90,
+        "membership_inference_protection": 90,
+        "attribute_inference_protection": 90,
     }
-    assert cfg.avatars_aligned is True
+    assert cfg.avatars_aligned is True and cfg.secret_variables is None
     assert cfg.spark_master == "local[*]" and cfg.output == "out/"
 
 
@@ -67,6 +69,7 @@ def test_override_keeps_the_file_untouched():
         ({**MINIMAL, "row_key": 5}, "row_key"),
         *[({**MINIMAL, "local_cloaking_cap": bad}, "local_cloaking_cap") for bad in (0, -3, 2.5, "all", True)],
         *[({**MINIMAL, "query_sample": bad}, "query_sample") for bad in (0, -3, 2.5, "all", True, "", [5])],
+        *[({**MINIMAL, "secret_variables": bad}, "secret_variables") for bad in (5, [""], ["a", "a"], {"a": 1})],
         ({**MINIMAL, "local_cloaking_cap": 9}, "at least twice the Local Cloaking target"),  # target 5
         ({**MINIMAL, "local_cloaking_cap": 7, "targets": {"local_cloaking": 4}}, "local_cloaking_cap (7)"),
     ],

@@ -144,37 +144,57 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict
     many orders of magnitude).
     """
     names = list(wanted)
-    first = df.agg(*[a for i, c in enumerate(names) for a in (
+    first = _first(df, names)
+    plan = {}
+    for c in names:
+        m = first[c][0]
+        plan[c] = (m, [(math.floor((m - 1) * q / 100), math.ceil((m - 1) * q / 100)) for q in wanted[c]])
+    found = _elements(df, first, {c: _ranks(pairs) for c, (m, pairs) in plan.items() if m})
+    out = {}
+    for c, (m, pairs) in plan.items():
+        out[c] = ([(found[(c, lo)] + found[(c, hi)]) / 2 for lo, hi in pairs] if m else [None for _ in pairs], m)
+    return out
+
+
+def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], float]:
+    """The elements of 0-based rank k, for each k of ``ranks[c]``, among the non-null values of each
+    column c (as ``percentiles_of`` finds them: by counting): ``{(c, k): value}``."""
+    first = _first(df, list(ranks))
+    for c, ks in ranks.items():
+        if any(not 0 <= k < first[c][0] for k in ks):
+            raise ValueError(f"ranks {list(ks)} of {c}: it has {first[c][0]} values")
+    return _elements(df, first, {c: sorted(set(ks)) for c, ks in ranks.items() if ks})
+
+
+def _first(df: DataFrame, names: Sequence[str]) -> dict[str, tuple]:
+    """One action: per column, (values, min, max, NaN count, position among ``names``)."""
+    row = df.agg(*[a for i, c in enumerate(names) for a in (
         F.count(col(c)).alias(f"m{i}"), F.min(col(c)).alias(f"lo{i}"), F.max(col(c)).alias(f"hi{i}"),
         F.count(F.when(F.isnan(col(c).cast("double")), 1)).alias(f"nan{i}"))]).collect()[0]
-    plan, sought, slow = {}, {}, []
-    for i, c in enumerate(names):
-        m = int(first[f"m{i}"])
-        pairs = []
-        for q in wanted[c]:
-            h = (m - 1) * q / 100
-            pairs.append((math.floor(h), math.ceil(h)))
-        plan[c] = (i, m, pairs)
-        if not m:
-            continue
-        lo, hi = float(first[f"lo{i}"]), float(first[f"hi{i}"])
-        if first[f"nan{i}"] or not (math.isfinite(lo) and math.isfinite(hi)):
+    return {c: (int(row[f"m{i}"]), row[f"lo{i}"], row[f"hi{i}"], row[f"nan{i}"], i) for i, c in enumerate(names)}
+
+
+def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]]) -> dict:
+    """The elements of the given ranks, by rounds of counting (``percentiles_of``)."""
+    sought, slow = {}, []
+    for c, ks in ranks.items():
+        m, lo, hi, nan, _ = first[c]
+        lo, hi = float(lo), float(hi)
+        if nan or not (math.isfinite(lo) and math.isfinite(hi)):
             slow.append(c)
             continue
-        for k in _ranks(pairs):
+        for k in ks:
             sought[(c, k)] = (lo, hi, k)  # the element of rank k among the values in [lo, hi]
-    found = _disc(df, {c: plan[c] for c in slow}) if slow else {}
+    plan = lambda cs: {c: (first[c][4], first[c][0], ranks[c]) for c in cs}
+    found = _disc(df, plan(slow)) if slow else {}
     for _ in range(ROUNDS):
         if not sought:
             break
         found.update(_bucket_round(df, sought))
     if sought:  # values spread over many scales (each round narrows by BUCKETS): percentile_disc
         late = {c for c, _ in sought}
-        found.update({key: v for key, v in _disc(df, {c: plan[c] for c in late}).items() if key in sought})
-    out = {}
-    for c, (i, m, pairs) in plan.items():
-        out[c] = ([(found[(c, lo)] + found[(c, hi)]) / 2 for lo, hi in pairs] if m else [None for _ in pairs], m)
-    return out
+        found.update({key: v for key, v in _disc(df, plan(late)).items() if key in sought})
+    return found
 
 
 def _ranks(pairs) -> list[int]:
@@ -249,15 +269,16 @@ def _bucket_round(df: DataFrame, sought: dict) -> dict:
 
 
 def _disc(df: DataFrame, plan: dict) -> dict:
-    """Elements by ``percentile_disc`` (NaN sorts last): {(column, k): value}."""
+    """Elements by ``percentile_disc`` (NaN sorts last): {(column, k): value}; ``plan[c]`` is
+    (position, values, ranks)."""
     exprs = []
-    for c, (i, m, pairs) in plan.items():
+    for c, (i, m, ks) in plan.items():
         name = "`" + c.replace("`", "``") + "`"
-        for k in _ranks(pairs):
+        for k in ks:
             exprs.append(F.expr(f"percentile_disc(CAST({(k + 0.5) / m!r} AS DOUBLE)) WITHIN GROUP (ORDER BY {name})")
                          .alias(f"p{i}_{k}"))
     row = df.agg(*exprs).collect()[0]
-    return {(c, k): float(row[f"p{i}_{k}"]) for c, (i, m, pairs) in plan.items() for k in _ranks(pairs)}
+    return {(c, k): float(row[f"p{i}_{k}"]) for c, (i, m, ks) in plan.items() for k in ks}
 
 
 def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, int]:
@@ -321,3 +342,56 @@ def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[s
             flat = [flat[i * width:(i + 1) * width] for i in range(axes[0][3])]
         out[name] = flat
     return out
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The Mann-Whitney counts of two groups' scores, the positives ranked first by lower score."""
+
+    positives: int
+    negatives: int
+    wins2: int  # 2 x #(positive < negative) + #(positive == negative), over all pairs
+
+    @property
+    def auc(self) -> float:
+        """P(positive < negative) + P(tie) / 2, rounded once (Python's int division is exact)."""
+        return self.wins2 / (2 * self.positives * self.negatives)
+
+
+def mann_whitney(df: DataFrame, score: str, positive: str) -> Ranking:
+    """The exact Mann-Whitney counts of ``score`` (non-null doubles, no NaN) between the rows where
+    ``positive`` is true and the others, ties counted half.
+
+    Spark counts each group's records per distinct score, then range-partitions the distinct
+    scores: every partition holds one interval of them, which its task sorts to count its own
+    pairs; the driver adds the pairs across partitions from each partition's totals. No task
+    holds more than its share of the distinct scores, and the counts are integers: the result
+    is the same on any partitioning.
+    """
+    s = col(score)
+    counts = (df.groupBy(s.alias("s"))
+              .agg(F.count(F.when(col(positive), 1)).cast("long").alias("p"),
+                   F.count(F.when(~col(positive), 1)).cast("long").alias("q"))
+              .repartitionByRange("s"))
+
+    def run(batches):
+        import numpy as np
+        import pandas as pd
+
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        pdf = pd.concat(frames).sort_values("s")
+        p, q = pdf["p"].to_numpy(np.int64), pdf["q"].to_numpy(np.int64)
+        after = int(q.sum()) - np.cumsum(q)  # negatives of a greater score, in this partition
+        wins2 = int(np.sum(2 * p * after + p * q))
+        yield pd.DataFrame({"lo": [float(pdf["s"].iloc[0])], "p": [int(p.sum())], "q": [int(q.sum())],
+                            "wins2": [wins2]})
+
+    parts = sorted((r["lo"], r["p"], r["q"], r["wins2"]) for r in
+                   counts.mapInPandas(run, "lo double, p long, q long, wins2 long").collect())
+    wins2, later = 0, sum(q for _, _, q, _ in parts)
+    for _, p, q, w in parts:
+        later -= q
+        wins2 += w + 2 * p * later
+    return Ranking(sum(p for _, p, _, _ in parts), sum(q for _, _, q, _ in parts), wins2)

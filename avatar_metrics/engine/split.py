@@ -4,7 +4,8 @@ holdout, ``avatar-metrics split``) and the query sample (``query_sample``).
 Each record gets the keyed hash of (seed, name, id, 0), the same hash family
 as the tie-breaks; the chosen records are the k with the smallest (key, id):
 the working half (name "holdout-split", k = ceil(n/2), the rest is the
-holdout), or the sample (name "sample", k = N). It depends on the seed and
+holdout), or the sample (name "sample", k = N; the holdout records asked
+about: "sample_holdout"). It depends on the seed and
 the record ids only, never on partitioning.
 """
 
@@ -18,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID
-from ..kernels.keyed import SAMPLE, SPLIT, record_keys
+from ..kernels.keyed import SAMPLE, SAMPLE_HOLDOUT, SPLIT, record_keys
 from ..schema import Inputs
 from .aggregate import kth_smallest_pairs
 
@@ -70,19 +71,32 @@ def keyed_mark(seed: int, name: str, k: int, last: tuple[int, int]):
 
 def draw_sample(inputs: Inputs, size: int | None, seed: int) -> None:
     """Set the inputs' query sample: the ``min(size, n)`` originals of smallest keyed hash
-    of (seed, "sample", id). ``size`` None, or at least the originals: every original."""
+    of (seed, "sample", id), and likewise the holdout records asked about (Membership, the
+    control of Attribute Inference) with "sample_holdout". ``size`` None, or at least the
+    table's records: every record of it."""
     if size is None:
         return
     n = inputs.n_originals
     if size >= n:
         log.info("query_sample: %d is at least the %d originals: every original is a query, the run is exact",
                  size, n)
-        return
-    last = kth_smallest_pairs(split_keys(inputs.originals, seed, SAMPLE), "key", ID, size - 1)
-    mark = keyed_mark(seed, SAMPLE, size, last)
-    got = inputs.originals.filter(mark).count()
-    if got != size:  # one id per original: a count off means a lost or doubled record
-        raise RuntimeError(f"query sample: {got} originals drawn, {size} wanted: this is a bug")
-    inputs.sample_mark, inputs.n_sampled = mark, size
-    log.info("query_sample: %d of %d originals are the queries of every search, against all candidates; "
-             "the search-based metrics carry a 95%% confidence interval", size, n)
+    else:
+        inputs.sample_mark, inputs.n_sampled = _keyed_sample(inputs.originals, size, seed, SAMPLE, "originals")
+        log.info("query_sample: %d of %d originals are the queries of every search, against all candidates; "
+                 "the search-based metrics carry a 95%% confidence interval", size, n)
+    if inputs.holdout is not None and size < inputs.n_holdout:
+        inputs.holdout_mark, inputs.n_holdout_sampled = _keyed_sample(inputs.holdout, size, seed, SAMPLE_HOLDOUT,
+                                                                      "holdout records")
+        log.info("query_sample: %d of %d holdout records are the queries of the searches that ask about them "
+                 "(Membership, Attribute Inference); every holdout record stays a candidate elsewhere",
+                 size, inputs.n_holdout)
+
+
+def _keyed_sample(df: DataFrame, size: int, seed: int, name: str, what: str):
+    """The mark of the ``size`` records of ``df`` of smallest (keyed hash of (seed, name, id), id), and ``size``."""
+    last = kth_smallest_pairs(split_keys(df, seed, name), "key", ID, size - 1)
+    mark = keyed_mark(seed, name, size, last)
+    got = df.filter(mark).count()
+    if got != size:  # one id per record: a count off means a lost or doubled record
+        raise RuntimeError(f"query sample: {got} {what} drawn, {size} wanted: this is a bug")
+    return mark, size

@@ -6,6 +6,11 @@ queries and confidence intervals"): pure functions of counts, no Spark.
 - A median of ``m`` values: the order statistics of 1-based ranks
   ``floor(m/2 - z*sqrt(m)/2)`` and ``ceil(1 + m/2 + z*sqrt(m)/2)``, clipped to
   ``[1, m]``.
+- An AUC over ``n_pos`` positives and ``n_neg`` negatives: ``AUC +- z*SE`` with
+  Hanley and McNeil's (1982) standard error, clipped to ``[0, 1]``.
+- An attribute-inference risk ``(p_O - p_H) / (1 - p_H)``: the widest risk over
+  the Wilson intervals of ``p_O`` and ``p_H`` (it grows with ``p_O`` and falls
+  with ``p_H``, so the ends pair the opposite ends).
 """
 
 from __future__ import annotations
@@ -56,3 +61,36 @@ def median_interval(counts: Sequence[tuple[float, int]], z: float = Z95) -> list
             out.append(float(value))
             want.pop(0)
     return out
+
+
+def hanley_mcneil(auc: float, n_pos: int, n_neg: int) -> float:
+    """The standard error of an AUC (Hanley and McNeil 1982). ``auc`` is the probability that a
+    positive ranks above a negative; Q1 = AUC/(2-AUC) (two positives above one negative) goes
+    with ``n_pos - 1``, Q2 = 2 AUC^2/(1+AUC) (one positive above two negatives) with ``n_neg - 1``."""
+    if n_pos < 1 or n_neg < 1:
+        raise ValueError(f"an AUC needs a positive and a negative, got {n_pos} and {n_neg}")
+    q1 = auc / (2.0 - auc)
+    q2 = 2.0 * auc * auc / (1.0 + auc)
+    a2 = auc * auc
+    var = (auc * (1.0 - auc) + (n_pos - 1) * (q1 - a2) + (n_neg - 1) * (q2 - a2)) / (n_pos * n_neg)
+    return math.sqrt(max(var, 0.0))
+
+
+def auc_interval(auc: float, n_pos: int, n_neg: int, z: float = Z95) -> tuple[float, float]:
+    """``AUC +- z*SE`` (Hanley-McNeil), clipped to [0, 1]."""
+    se = hanley_mcneil(auc, n_pos, n_neg)
+    return max(0.0, auc - z * se), min(1.0, auc + z * se)
+
+
+def inference_risk(p_o: float, p_h: float) -> float:
+    """``(p_O - p_H) / (1 - p_H)`` clipped to [0, 1]; 0 when ``p_H`` is 1 (anonymeter's risk)."""
+    if p_h >= 1.0:
+        return 0.0
+    return min(1.0, max(0.0, (p_o - p_h) / (1.0 - p_h)))
+
+
+def risk_interval(right_o: int, n_o: int, right_h: int, n_h: int, z: float = Z95) -> tuple[float, float]:
+    """The widest risk over the Wilson intervals of ``p_O = right_o/n_o`` and ``p_H = right_h/n_h``."""
+    o_lo, o_hi = wilson(right_o, n_o, z)
+    h_lo, h_hi = wilson(right_h, n_h, z)
+    return inference_risk(o_lo, h_hi), inference_risk(o_hi, h_lo)

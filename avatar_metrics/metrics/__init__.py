@@ -2,7 +2,8 @@
 declaring all that is known about it (``base.Metric``). ``REGISTRY`` lists them
 in the order of the report; everything else reads them from here."""
 
-from . import closest, column_direct_match, hidden_rate, knowledge, linkability, local_cloaking, row_direct_match
+from . import (attribute_inference, closest, column_direct_match, hidden_rate, knowledge, linkability, local_cloaking,
+               membership, row_direct_match)
 from .base import Metric
 
 REGISTRY: tuple[Metric, ...] = (
@@ -13,6 +14,8 @@ REGISTRY: tuple[Metric, ...] = (
     hidden_rate.METRIC,
     local_cloaking.METRIC,
     row_direct_match.METRIC,
+    membership.METRIC,
+    attribute_inference.METRIC,
 )
 BY_KEY = {m.key: m for m in REGISTRY}
 KEYS = tuple(BY_KEY)

@@ -109,6 +109,19 @@ def references(inputs: Inputs, cfg: Config) -> Reference:
     return Reference("approximate_holdout", wo, wa, ho, n_wo, wa_stats.rows, n - n_wo, stats, cached, n_queries)
 
 
+def to_avatars(inputs: Inputs, cfg: Config) -> DataFrame:
+    """With a real holdout: the originals asked about against every avatar, all variables, ranges
+    over O, A and H (``nearest``: d1, d2, n1, cid). Closest Rate's d^WA search, which Membership
+    Inference reads too: computed once per run, released with the inputs."""
+    if SEARCHES[0] not in inputs.shared:
+        variables = inputs.typed()
+        stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
+        inputs.shared[SEARCHES[0]] = nearest(
+            inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCHES[0],
+            search=cfg.search, n_candidates=inputs.n_avatars, n_queries=inputs.n_queries)
+    return inputs.shared[SEARCHES[0]]
+
+
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     target = cfg.targets[KEY_NAME]
     if inputs.holdout is None and not inputs.aligned:
@@ -134,6 +147,9 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     rec = records = None
     try:
         for name, candidates, count in zip(SEARCHES, (ref.wa, ref.ho), (ref.n_wa, ref.n_ho)):
+            if name == SEARCHES[0] and ref.name == "holdout":  # the same search as Membership Inference's
+                results.append(to_avatars(inputs, cfg))
+                continue
             results.append(nearest(ref.wo, candidates, variables, ranges, name=name, search=cfg.search,
                                    n_candidates=count, n_queries=ref.n_queries))
         rec = per_record(*results).cache()
@@ -178,7 +194,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             records.count()
     finally:
         for df in [rec, *results]:
-            if df is not None:
+            if df is not None and not any(df is kept for kept in inputs.shared.values()):
                 df.unpersist()
         ref.release()
     details["at_risk"] = at_risk
