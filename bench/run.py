@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 KNOWN = ["age", "sex", "region", "children"]
+INFERENCE = ("membership_inference_protection", "attribute_inference_protection")  # issue 37's metrics
 SEED_METRICS = ("linkability_protection_rate", "closest_rate", "knowledge_protection_rate",
                 "column_direct_match_protection")
 
@@ -270,6 +271,8 @@ def main() -> None:
             if d.get("ci95") is not None:
                 lo, hi = d["ci95"]
                 extra += f"  ci95 [{lo:.4g}, {hi:.4g}] (width {hi - lo:.3g}), sampled {d['sampled']:,}"
+            if "auc" in d:
+                extra += f"  auc {d['auc']:.4f}, tpr at 1% fpr {d['tpr_at_1pct_fpr']:.2f}%"
             if "cap" in d:
                 extra += f"  cap {d['cap']:,}, capped {d['capped']:,}, median at cap: {d['median_at_cap']}"
             print(f"  {k}: {m['value']}{extra}")
@@ -279,6 +282,10 @@ def main() -> None:
         beyond = sum(sec for step, sec in t.items() if step in rep["metrics"] and step not in SEED_METRICS)
         print(f"metrics beyond the seeds: {beyond:.1f} s, {100 * beyond / (t['total'] - beyond):.0f} % added "
               f"to the rest of the run ({t['total'] - beyond:.1f} s)")
+        inference = sum(t.get(step, 0.0) for step in INFERENCE)
+        print(f"membership and attribute inference: {inference:.1f} s, "
+              f"{100 * inference / (t['total'] - inference):.0f} % added to the rest of the run "
+              f"({t['total'] - inference:.1f} s)")
         row = {"n": n, "wall": res["wall"], "peak_gib": (res["peak_driver"] + res["peak_workers"]) / gib}
         if a.brute_sample:
             est = brute_force(n, data, a.brute_sample)

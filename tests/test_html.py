@@ -12,7 +12,8 @@ from avatar_metrics.html import render
 from avatar_metrics.plots import fmt as _fmt
 
 PLOTS = ["plot-distance", "plot-ratio", "plot-distance-ratio", "plot-cdmp", "plot-linkability", "plot-knowledge",
-         "plot-hidden-rate", "plot-local-cloaking", "plot-row-direct-match"]
+         "plot-hidden-rate", "plot-local-cloaking", "plot-row-direct-match", "plot-membership-roc",
+         "plot-attribute-inference"]
 
 
 class Page(HTMLParser):
@@ -94,6 +95,13 @@ def test_every_plot_is_there_and_agrees(example_report, page):
     lp = example_report["metrics"]["linkability_protection_rate"]["details"]
     assert {r["data-name"]: float(r["data-value"]) for r in p.rects["plot-linkability"]} == {
         "linked": lp["linked"], "not linked": lp["n"] - lp["linked"]}
+    mi = example_report["metrics"]["membership_inference_protection"]["details"]
+    text, _ = page
+    assert f'data-auc="{mi["auc"]!r}" data-points="{len(mi["roc"]["members"]) + 1}"' in text
+    secrets = example_report["metrics"]["attribute_inference_protection"]["details"]["secrets"]
+    bars = {(r["data-name"], r["data-series"]): float(r["data-value"]) for r in p.rects["plot-attribute-inference"]}
+    assert bars == {**{(s, "originals"): 100 * v["p_o"] for s, v in secrets.items()},
+                    **{(s, "holdout"): 100 * v["p_h"] for s, v in secrets.items()}}
 
 
 def test_run_facts_and_advice(example_report, page):
