@@ -69,3 +69,25 @@ def test_a_cache_folder_others_can_write_to_is_not_used(tmp_path):
     assert got["cache"] is False and got["path"] is None
     assert got["value"] == probe(package_zip(tmp_path / "q.zip"), tmp_path / "other")["value"]
     assert not any(top.iterdir())
+
+
+def test_beside_the_sources_the_cache_follows_every_kernel_module(tmp_path):
+    """An editable install: the cache is under kernels/__pycache__, in a folder named after all the
+    kernels' sources, so an edit of one module (gower.py here) recompiles what inlines it elsewhere."""
+    def tree(name, comment=""):
+        with zipfile.ZipFile(package_zip(tmp_path / f"{name}.zip", comment)) as z:
+            z.extractall(tmp_path / name)
+        return tmp_path / name
+
+    def run(root):
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
+        out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True,
+                             cwd=root, env=env, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    root = tree("a")
+    first, again = run(root), run(root)
+    assert Path(first["path"]).parent == root / "avatar_metrics" / "kernels" / "__pycache__"
+    assert Path(first["path"]).name.startswith("numba-") and first["misses"] == 1 and again["hits"] == 1
+    changed = run(tree("b", "\n# changed\n"))
+    assert Path(changed["path"]).name != Path(first["path"]).name and changed["misses"] == 1

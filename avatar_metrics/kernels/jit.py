@@ -15,9 +15,11 @@ For those, ``_SharedLocator`` keeps the cache in a folder of the local
 temporary directory (or under ``NUMBA_CACHE_DIR`` when set), named after the
 user and a hash of the kernels' sources. Every executor of the same user on a
 host, in this application or the next, with the same kernels, loads what the
-first one compiled. Keying on all of the kernels' sources together (not on each
-file alone, as numba does) also means a change to ``keyed.py`` invalidates the
-code of ``index.py`` that inlines it.
+first one compiled. Beside writable sources the cache goes to
+``__pycache__/numba-<that hash>``. Keying on all of the kernels' sources
+together (not on each file alone, as numba does) means a change to any kernel
+module invalidates the compiled code of every other one that inlines it
+(``terms.py``'s distance in ``trees.py``, ``keyed.py``'s mix everywhere).
 
 numba's cache files are pickles, so the folder must be the user's own: it is
 created with mode 0700, and an existing one is used only when it belongs to the
@@ -82,14 +84,22 @@ def shared_cache_dir() -> str | None:
         return None
 
 
+def in_tree_cache_dir() -> str | None:
+    """Beside the sources: ``__pycache__/numba-<hash of the kernels' sources>``, or None."""
+    path = os.path.join(_HERE, "__pycache__", f"numba-{sources_hash()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
 def _register() -> bool:
     """Put ``_SharedLocator`` first in numba's list of cache locators; True when the kernels can
     be cached (beside their sources or in the shared folder)."""
-    if _in_tree_writable():
-        return True
-    path = shared_cache_dir()
+    path = in_tree_cache_dir() if _in_tree_writable() else shared_cache_dir()
     if path is None:
-        return False
+        return _in_tree_writable()  # numba's own cache beside the sources, per file
     try:
         from numba.core import caching
         base = caching._CacheLocator
