@@ -34,7 +34,9 @@ def expected(frames):
     return out
 
 
-def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None, home_from=50_000):
+def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None, home_from=50_000,
+               with_stats=False):
+    """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``."""
     cfg = as_config({"row_key": "rid"})
     o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
     a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
@@ -43,16 +45,17 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         names = SUBSETS[subset]
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
-        res = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
-                      search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
-                                            home_from=home_from),
-                      n_queries=n_queries)
+        res, stats = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
+                             search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
+                                                   home_from=home_from),
+                             n_queries=n_queries, with_stats=True)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
     finally:
         release(inputs)
     assert pdf[ID].tolist() == list(range(len(O)))
-    return list(zip(pdf.d1.tolist(), pdf.d2.tolist(), pdf.n1.tolist(), pdf.cid.tolist()))
+    got = list(zip(pdf.d1.tolist(), pdf.d2.tolist(), pdf.n1.tolist(), pdf.cid.tolist()))
+    return (got, stats) if with_stats else got
 
 
 @pytest.mark.parametrize("subset", range(len(SUBSETS)))
@@ -72,24 +75,12 @@ def test_block_of_one_record_and_query_partitions(spark, frames, expected):
     assert run_search(spark, O, A, 1, 3, block_size=1, query_partitions=5) == want
 
 
-def _visits(caplog):
-    """(visits, full scan) from the search's closing log line."""
-    import re
-
-    lines = [r.getMessage() for r in caplog.records if "query visits (" in r.getMessage()]
-    m = re.search(r": (\d+) of (\d+) query visits", lines[-1])
-    return int(m.group(1)), int(m.group(2))
-
-
 @pytest.mark.parametrize("first", ["sample", "home", "home in 3 shares"])
-def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog, monkeypatch, first):
+def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, monkeypatch, first):
     """Two clusters apart on a category: blocks by locality hold one cluster each, and the
     queries of the other skip them (fewer visits than a full scan), with the same states;
     the first job the sample block's (small blocks) or the home job, each block's queries
     in one task (6 query partitions, 4 blocks) or 3."""
-    import logging
-    import re
-
     import avatar_metrics.engine.search as S
 
     O, A = frames
@@ -107,52 +98,37 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, caplog, monke
     old = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
-        with caplog.at_level(logging.INFO, logger=S.__name__):
-            # (the home job's output goes to the queries' 6 partitions: more than its 4 blocks)
-            assert run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if home else 50_000,
-                              query_partitions=6 if home else None) == want
+        # (the home job's output goes to the queries' 6 partitions: more than its 4 blocks)
+        got, st = run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if home else 50_000,
+                             query_partitions=6 if home else None, with_stats=True)
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", old)
-    visits, full = _visits(caplog)
-    assert full >= N * 2 and visits < full
+    assert got == want
+    assert (st.blocks, st.queries, st.full) == (4, N, 4 * N) and st.visits < st.full
     # every query's home holds candidates: one visit each in the first job (with its block's
     # candidates in each share of the home job)
-    label = "home blocks" if home else "sample block of"
-    line = [r.getMessage() for r in caplog.records if label in r.getMessage()][-1]
-    assert re.search(r" done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
+    assert st.first == ("home" if home else "sample") and st.first_visits == N
     # the later jobs read only the queries the first job marked for their blocks
-    line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
-    read, rows = map(int, re.search(r"read (\d+) of (\d+) query rows", line).groups())
-    assert 0 < read < rows
+    assert 0 < st.later_rows < st.later_all_rows
 
 
-def test_an_empty_sample_block(spark, frames, expected, monkeypatch, caplog):
+def test_an_empty_sample_block(spark, frames, expected, monkeypatch):
     """No sample block (small blocks: every query then has no home and is marked for every
     block): the same states."""
-    import logging
-    import re
-
     import avatar_metrics.engine.search as S
 
     O, A = frames
     monkeypatch.setattr(S, "_in_sample", lambda hashed, n: S.F.lit(False))
-    with caplog.at_level(logging.INFO, logger=S.__name__):
-        assert run_search(spark, O, A, 0, 2, block_size=10) == expected[0]
-    visits, full = _visits(caplog)
-    assert 0 < visits <= full
-    line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
-    read, rows, todo, blocks = map(int, re.search(r"read (\d+) of (\d+) query rows .*, (\d+) of (\d+) blocks",
-                                                  line).groups())
-    assert (read, todo, blocks) == (rows, 4, 4)
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, with_stats=True)
+    assert got == expected[0]
+    assert st.first == "sample" and st.first_visits == 0 and 0 < st.visits <= st.full
+    assert (st.later_rows, st.later_blocks, st.catalogued) == (st.later_all_rows, 4, 4)
 
 
 @pytest.mark.parametrize("homes", ["none", "farthest"])
-def test_any_home(spark, frames, expected, monkeypatch, caplog, homes):
+def test_any_home(spark, frames, expected, monkeypatch, homes):
     """Every query's home empty (so it is marked for every block), or the block of largest lower
     bound: the same states."""
-    import logging
-    import re
-
     import avatar_metrics.engine.search as S
 
     # (defined here, not at the module's top level: the workers get them by value)
@@ -164,16 +140,11 @@ def test_any_home(spark, frames, expected, monkeypatch, caplog, homes):
 
     O, A = frames
     monkeypatch.setattr(S, "_homes", none if homes == "none" else farthest)
-    with caplog.at_level(logging.INFO, logger=S.__name__):
-        assert run_search(spark, O, A, 0, 2, block_size=10, home_from=0) == expected[0]
-    visits, full = _visits(caplog)
-    assert 0 < visits <= full
-    line = [r.getMessage() for r in caplog.records if "later jobs read" in r.getMessage()][-1]
-    read, rows, todo, blocks = map(int, re.search(r"read (\d+) of (\d+) query rows .*, (\d+) of (\d+) blocks",
-                                                  line).groups())
-    assert blocks == 5
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0, with_stats=True)
+    assert got == expected[0]
+    assert st.first == "home" and 0 < st.visits <= st.full and st.catalogued == 5
     if homes == "none":  # no reach: every query in every later job
-        assert (read, todo) == (rows, blocks)
+        assert (st.first_visits, st.later_rows, st.later_blocks) == (0, st.later_all_rows, st.catalogued)
 
 
 def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypatch):
@@ -189,22 +160,21 @@ def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypat
 
 
 @pytest.mark.parametrize("big,first", [(0, "sample"), (2, "home")])
-def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, caplog, big, first):
+def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, big, first):
     """A block of more than twice search.block_size candidates (the sample block, or a range one
     after the home job, which takes its home whole) goes in slices of about block_size, each
     its own pass: the same states."""
-    import logging
-
     import avatar_metrics.engine.search as S
 
     O, A = frames
     real = S._by_locality
     monkeypatch.setattr(S, "_by_locality", lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
         "__am_block", S.F.when(S.F.col(ID) < 30, S.F.lit(big)).otherwise(S.F.col("__am_block"))))
-    with caplog.at_level(logging.INFO, logger=S.__name__):
-        assert run_search(spark, O, A, 0, 2, block_size=10, home_from=0 if first == "home" else 50_000) == expected[0]
-    assert any(f"block {big + 1} holds" in r.getMessage() and "goes in" in r.getMessage() for r in caplog.records)
-    assert any("the driver fetched and encoded" in r.getMessage() for r in caplog.records)
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0 if first == "home" else 50_000,
+                         with_stats=True)
+    assert got == expected[0]
+    assert st.first == first and st.slices >= 2  # the 30 candidates of one block: 3 slices of 10
+    assert st.fetched >= 2 and st.fetch_seconds > 0
 
 
 def test_default_repartitioning_of_the_queries(spark, frames, expected, monkeypatch):
@@ -228,20 +198,17 @@ def test_any_arrow_batch_size(spark, frames, expected):
         spark.conf.set(key, old)
 
 
-def test_spark_connect_path_slices_blocks_and_checkpoints(spark, frames, expected, monkeypatch, caplog):
+def test_spark_connect_path_slices_blocks_and_checkpoints(spark, frames, expected, monkeypatch):
     """The Spark Connect path (blocks over the plan's size cap go in slices, chains and the result
     are local checkpoints), taken here on the classic session: the same states."""
-    import logging
-
     import avatar_metrics.engine.search as S
 
     O, A = frames
     monkeypatch.setattr(S, "is_connect", lambda df: True)
     monkeypatch.setattr(S, "closure_cap", lambda spark: 600)  # a few records' worth
-    with caplog.at_level(logging.INFO, logger=S.__name__):
-        got = run_search(spark, O, A, 0, 2, block_size=30)
+    got, st = run_search(spark, O, A, 0, 2, block_size=30, with_stats=True)
     assert got == expected[0]
-    assert any("slices" in r.getMessage() for r in caplog.records)
+    assert st.slices > 0
 
 
 class _Conf:
@@ -416,13 +383,10 @@ def test_the_home_job_has_a_task_per_two_query_partitions(parts, n_blocks, share
     assert 2 * n_blocks * shares >= (parts or 0)
 
 
-def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkeypatch, caplog):
+def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkeypatch):
     """Every block in one task (as when ``_spread`` finds no key for a block), its queries in
     Arrow batches of 7: the blocks' candidates and queries come one block after another and
     stream through each block's index, with the same states."""
-    import logging
-    import re
-
     import avatar_metrics.engine.search as S
 
     O, A = frames
@@ -431,13 +395,12 @@ def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkey
     old = spark.conf.get(key)
     spark.conf.set(key, "7")
     try:
-        with caplog.at_level(logging.INFO, logger=S.__name__):
-            assert run_search(spark, O, A, 2, 2, block_size=10, home_from=0) == expected[2]
+        got, st = run_search(spark, O, A, 2, 2, block_size=10, home_from=0, with_stats=True)
     finally:
         spark.conf.set(key, old)
+    assert got == expected[2]
     # each query found its home's candidates before it (one visit each in the home job)
-    line = [r.getMessage() for r in caplog.records if "home blocks" in r.getMessage()][-1]
-    assert re.search(r" done, .* (\d+) of \d+ query visits", line).group(1) == str(N)
+    assert st.first == "home" and st.first_visits == N
 
 
 def test_progress_tells_time_left_only_once_a_block_is_done(caplog):

@@ -444,16 +444,18 @@ def nearest(
     search: SearchSettings,
     n_candidates: int | None = None,
     n_queries: int | None = None,
-) -> DataFrame:
+    with_stats: bool = False,
+):
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
 
     ``queries`` and ``candidates`` have the ``ID`` column and the variables;
     ``name`` names the search in the tie keys (spec: "Randomness"). Runs one
     Spark job per ``CHAIN`` candidate blocks; the returned DataFrame is cached
     (the caller unpersists it). The result is the same whatever the number
-    and order of the blocks.
+    and order of the blocks. ``with_stats``: (the DataFrame, its ``SearchStats``).
     """
-    return _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST, n_queries)
+    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST, n_queries)
+    return (df, stats) if with_stats else df
 
 
 def within(
@@ -467,7 +469,8 @@ def within(
     n_candidates: int | None = None,
     n_queries: int | None = None,
     cap: int | None = None,
-) -> DataFrame:
+    with_stats: bool = False,
+):
     """For every query with a ``radius`` column: ``le`` and ``lt``, the candidates at
     distance at most and less than its radius, and ``key``/``cid``, the tie-break
     winner (smallest keyed hash, then id) among those exactly at the radius.
@@ -479,11 +482,12 @@ def within(
     radius and one strictly inside (``CandidateIndex.within``), counting what the blocks
     before it found; a query past its cap searches no further block (its reach is -1):
     ``min(le, cap + 1)`` and ``lt > 0`` stay exact, and so does everything of a query with
-    ``lt == 0``.
+    ``lt == 0``. ``with_stats``: (the DataFrame, its ``SearchStats``).
     """
     fold = WITHIN if cap is None else replace(WITHIN, step=functools.partial(_within_step, cap=cap),
                                               reach=functools.partial(_within_reach, cap=cap))
-    return _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries)
+    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries)
+    return (df, stats) if with_stats else df
 
 
 def shuffle_partitions(spark) -> int | None:
@@ -520,22 +524,49 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
     initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
     run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold, remote=is_connect(queries),
-               n_candidates=n_candidates, settings=search, parts=parts, n_queries=n_queries)
+               n_candidates=n_candidates, settings=search, parts=parts, n_queries=n_queries,
+               stats=SearchStats(name))
     if run.remote:
         run.cap = closure_cap(queries.sparkSession)
     if n_blocks == 1:
         chains, cached = _scan(run, initial, c)
-        if len(chains) == 1:
-            return chains[0]
     else:
         chains, cached = _local(run, initial, c, n_blocks, fresh)
+    st = run.stats
+    st.fetched, st.slices, st.fetch_seconds = run.fetch.blocks, run.fetch.pieces - run.fetch.blocks, run.fetch.seconds
+    if len(chains) == 1 and n_blocks == 1:
+        st.seconds = time.perf_counter() - run.t0
+        return chains[0], st
     union = chains[0]
     for other in chains[1:]:
         union = union.unionByName(other)
     merged = _materialize(fold.merge(union), run.remote)[0]
     for other in cached:
         other.unpersist()
-    return merged
+    st.seconds = time.perf_counter() - run.t0
+    return merged, st
+
+
+@dataclass
+class SearchStats:
+    """What one search did, as its log lines say it: returned by ``nearest`` and ``within``
+    with ``with_stats=True`` (tests and benchmarks read it here, not in the log)."""
+
+    name: str
+    blocks: int = 0  # candidate blocks
+    first: str = "scan"  # the first job: "scan" (one block), "home" or "sample"
+    queries: int = 0  # queries the first job returned
+    first_visits: int = 0  # (query, block) visits of the first job
+    visits: int = 0  # (query, block) visits in all
+    full: int = 0  # a full scan's visits: queries x blocks
+    later_rows: int = 0  # query rows the later jobs read
+    later_all_rows: int = 0  # what they would read with every query in every job
+    later_blocks: int = 0  # blocks the later jobs searched
+    catalogued: int = 0  # blocks holding candidates
+    fetched: int = 0  # blocks the driver fetched
+    slices: int = 0  # pieces fetched beyond one per block (a block too large goes in slices)
+    fetch_seconds: float = 0.0
+    seconds: float = 0.0
 
 
 @dataclass
@@ -557,6 +588,7 @@ class _Run:
     t0: float = field(default_factory=time.perf_counter)
     done: int = 0  # candidates folded (or known to need no later pass)
     visits: int = 0
+    stats: SearchStats | None = None
 
     def progress(self, what: str, full: int) -> None:
         elapsed = time.perf_counter() - self.t0
@@ -598,6 +630,10 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     if not chains:
         raise ValueError(f"search {run.name}: no candidates")
     run.check_count()
+    st = run.stats
+    st.blocks, st.first, st.catalogued = 1, "scan", 1
+    st.queries = rows
+    st.visits = st.first_visits = st.full = run.visits
     return chains, chains
 
 
@@ -628,6 +664,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
         else:
             first, what = _sample_job(run, start, c, need), f"sample block of {n_blocks}"
         first, rows, run.visits = _materialize(first, run.remote)
+        run.stats.first, run.stats.first_visits = ("home" if home else "sample"), run.visits
         if run.n_queries is not None and rows != run.n_queries:
             # a query twice (or lost) in the first job would give a wrong result
             raise RuntimeError(f"search {run.name}: the first job returned {rows} queries of {run.n_queries}; "
@@ -667,6 +704,9 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     finally:
         c.unpersist()
     jobs = rows * math.ceil(len(need.blocks) / CHAIN)  # what jobs of every query would read
+    st = run.stats
+    st.blocks, st.queries, st.visits, st.full = n_blocks, rows, run.visits, full
+    st.later_rows, st.later_all_rows, st.later_blocks, st.catalogued = read, jobs, len(todo), len(need.blocks)
     log.info("search %s: %d of %d query visits (%.0f%%): %d blocks, %d queries",
              run.name, run.visits, full, 100.0 * run.visits / max(1, full), n_blocks, rows)
     log.info("search %s: the later jobs read %d of %d query rows (%.0f%%), %d of %d blocks",
@@ -1022,6 +1062,7 @@ class Fetch:
 
     seconds: float = 0.0
     blocks: int = 0
+    pieces: int = 0  # passes the blocks took (a block in slices takes several)
 
 
 def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None, cap: int | None, name: str,
@@ -1053,6 +1094,7 @@ def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None
                          "may carry per block)", name, b + 1, bytes_k, size / 2**20, cap / 2**20)
             if rows_k == bytes_k == 1:
                 fetch.seconds += time.perf_counter() - t
+                fetch.pieces += 1
                 yield block, len(pdf), b
                 continue
             del block
@@ -1067,6 +1109,7 @@ def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None
                 t = time.perf_counter()
                 piece = _encoded(pdf.iloc[lo:hi].reset_index(drop=True), variables, space)
                 fetch.seconds += time.perf_counter() - t
+                fetch.pieces += 1
                 yield piece, int(hi - lo), b
 
 
