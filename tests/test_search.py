@@ -35,7 +35,7 @@ def expected(frames):
 
 
 def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None, home_from=50_000,
-               with_stats=False):
+               with_stats=False, strategy=None):
     """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``."""
     cfg = as_config({"row_key": "rid"})
     o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
@@ -48,7 +48,7 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         res, stats = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
                              search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
                                                    home_from=home_from),
-                             n_queries=n_queries, with_stats=True)
+                             n_queries=n_queries, with_stats=True, strategy=strategy)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
     finally:
@@ -76,7 +76,7 @@ def test_block_of_one_record_and_query_partitions(spark, frames, expected):
 
 
 @pytest.mark.parametrize("first", ["sample", "home", "home in 3 shares"])
-def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, monkeypatch, first):
+def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, first):
     """Two clusters apart on a category: blocks by locality hold one cluster each, and the
     queries of the other skip them (fewer visits than a full scan), with the same states;
     the first job the sample block's (small blocks) or the home job, each block's queries
@@ -85,8 +85,7 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, monkeypatch, 
 
     O, A = frames
     home = first.startswith("home")
-    if first == "home in 3 shares":
-        monkeypatch.setattr(S, "_home_shares", lambda parts, n_blocks: 3)
+    strategy = S.Strategy(home_shares=lambda parts, n_blocks: 3) if first == "home in 3 shares" else None
     half = np.arange(N) < N // 2
     O = O.assign(cat2=np.where(half, "a", "b"))
     A = A.assign(cat2=np.where(half, "a", "b"))
@@ -100,7 +99,7 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, monkeypatch, 
     try:
         # (the home job's output goes to the queries' 6 partitions: more than its 4 blocks)
         got, st = run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if home else 50_000,
-                             query_partitions=6 if home else None, with_stats=True)
+                             query_partitions=6 if home else None, with_stats=True, strategy=strategy)
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", old)
     assert got == want
@@ -112,21 +111,21 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, monkeypatch, 
     assert 0 < st.later_rows < st.later_all_rows
 
 
-def test_an_empty_sample_block(spark, frames, expected, monkeypatch):
+def test_an_empty_sample_block(spark, frames, expected):
     """No sample block (small blocks: every query then has no home and is marked for every
     block): the same states."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
-    monkeypatch.setattr(S, "_in_sample", lambda hashed, n: S.F.lit(False))
-    got, st = run_search(spark, O, A, 0, 2, block_size=10, with_stats=True)
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, with_stats=True,
+                         strategy=S.Strategy(in_sample=lambda hashed, n: S.F.lit(False)))
     assert got == expected[0]
     assert st.first == "sample" and st.first_visits == 0 and 0 < st.visits <= st.full
     assert (st.later_rows, st.later_blocks, st.catalogued) == (st.later_all_rows, 4, 4)
 
 
 @pytest.mark.parametrize("homes", ["none", "farthest"])
-def test_any_home(spark, frames, expected, monkeypatch, homes):
+def test_any_home(spark, frames, expected, homes):
     """Every query's home empty (so it is marked for every block), or the block of largest lower
     bound: the same states."""
     import avatar_metrics.engine.search as S
@@ -139,28 +138,28 @@ def test_any_home(spark, frames, expected, monkeypatch, homes):
         return np.asarray(need.blocks)[np.argmax(need.bounds(pdf, variables, space), axis=1)]
 
     O, A = frames
-    monkeypatch.setattr(S, "_homes", none if homes == "none" else farthest)
-    got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0, with_stats=True)
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0, with_stats=True,
+                         strategy=S.Strategy(homes=none if homes == "none" else farthest))
     assert got == expected[0]
     assert st.first == "home" and 0 < st.visits <= st.full and st.catalogued == 5
     if homes == "none":  # no reach: every query in every later job
         assert (st.first_visits, st.later_rows, st.later_blocks) == (0, st.later_all_rows, st.catalogued)
 
 
-def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames, monkeypatch):
+def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames):
     """A blocking that lost a candidate would give a wrong result: the search refuses to return one."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
     real = S._by_locality
-    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
+    lose = S.Strategy(by_locality=lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
         "__am_block", S.F.when(S.F.col(ID) == 3, S.F.lit(n)).otherwise(S.F.col("__am_block"))))
     with pytest.raises(RuntimeError, match=f"blocks held {N - 1} candidates of {N}"):
-        run_search(spark, O, A, 0, 2, block_size=20)
+        run_search(spark, O, A, 0, 2, block_size=20, strategy=lose)
 
 
 @pytest.mark.parametrize("big,first", [(0, "sample"), (2, "home")])
-def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, big, first):
+def test_a_block_too_large_goes_in_slices(spark, frames, expected, big, first):
     """A block of more than twice search.block_size candidates (the sample block, or a range one
     after the home job, which takes its home whole) goes in slices of about block_size, each
     its own pass: the same states."""
@@ -168,23 +167,23 @@ def test_a_block_too_large_goes_in_slices(spark, frames, expected, monkeypatch, 
 
     O, A = frames
     real = S._by_locality
-    monkeypatch.setattr(S, "_by_locality", lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
+    crowd = S.Strategy(by_locality=lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
         "__am_block", S.F.when(S.F.col(ID) < 30, S.F.lit(big)).otherwise(S.F.col("__am_block"))))
     got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0 if first == "home" else 50_000,
-                         with_stats=True)
+                         with_stats=True, strategy=crowd)
     assert got == expected[0]
     assert st.first == first and st.slices >= 2  # the 30 candidates of one block: 3 slices of 10
     assert st.fetched >= 2 and st.fetch_seconds > 0
 
 
-def test_default_repartitioning_of_the_queries(spark, frames, expected, monkeypatch):
+def test_default_repartitioning_of_the_queries(spark, frames, expected):
     """query_partitions null: with enough queries per partition they are repartitioned into
     spark.sql.shuffle.partitions (4 in the suite); the states are the same."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
-    monkeypatch.setattr(S, "MIN_QUERIES_PER_PARTITION", 1)
-    assert run_search(spark, O, A, 0, 1, block_size=40, n_queries=len(O)) == expected[0]
+    assert run_search(spark, O, A, 0, 1, block_size=40, n_queries=len(O),
+                      strategy=S.Strategy(min_queries_per_partition=1)) == expected[0]
 
 
 def test_any_arrow_batch_size(spark, frames, expected):
@@ -198,15 +197,14 @@ def test_any_arrow_batch_size(spark, frames, expected):
         spark.conf.set(key, old)
 
 
-def test_spark_connect_path_slices_blocks_and_checkpoints(spark, frames, expected, monkeypatch):
+def test_spark_connect_path_slices_blocks_and_checkpoints(spark, frames, expected):
     """The Spark Connect path (blocks over the plan's size cap go in slices, chains and the result
     are local checkpoints), taken here on the classic session: the same states."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
-    monkeypatch.setattr(S, "is_connect", lambda df: True)
-    monkeypatch.setattr(S, "closure_cap", lambda spark: 600)  # a few records' worth
-    got, st = run_search(spark, O, A, 0, 2, block_size=30, with_stats=True)
+    remote = S.Strategy(remote=lambda df: True, closure_cap=lambda spark: 600)  # a few records' worth
+    got, st = run_search(spark, O, A, 0, 2, block_size=30, with_stats=True, strategy=remote)
     assert got == expected[0]
     assert st.slices > 0
 
@@ -237,7 +235,7 @@ def test_closure_cap_follows_the_servers_message_limit(value, limit):
 
 
 @pytest.mark.parametrize("max_levels,trim", [(20_000, False), (1, False), (20_000, True)])
-def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, max_levels, trim):
+def test_marks_cover_every_candidate_within_reach(spark, frames, max_levels, trim):
     """The first job's marks (``Need.bits``, from summaries Spark computes over blocks cut as the
     engine cuts them): a query is marked for every block holding a candidate at or within its
     reach, with nulls, constant variables, categories a block lacks, and (max_levels 1) the
@@ -247,7 +245,6 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, ma
     from avatar_metrics.kernels.gower import Space
 
     O, A = frames
-    monkeypatch.setattr(S, "MAX_LEVELS", max_levels)
     cfg = as_config({"row_key": "rid"})
     inputs = prepare_inputs(to_spark(spark, O.assign(rid=np.arange(len(O))), 2),
                             to_spark(spark, A.assign(rid=np.arange(len(A))), 3), None, cfg)
@@ -257,7 +254,7 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, monkeypatch, ma
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
         c = S._by_locality(S._select(inputs.avatars, variables), variables, 6).cache()
-        need = S._need(c, variables, 6)
+        need = S._need(c, variables, 6, max_levels=max_levels)
         if trim:
             full, unions = S.need_bytes(need), [None if u is None else len(u) for u in need.unions]
             biggest = int(np.argmax([-1 if n is None else n for n in unions]))  # the first of the largest
@@ -325,19 +322,18 @@ def test_a_record_ranges_into_its_own_block(spark, frames, subset, n_blocks):
     assert ((home == np.asarray(need.blocks)[own]) | ~tied).all()
 
 
-def test_a_query_twice_in_the_first_job_is_an_error(spark, frames, monkeypatch):
+def test_a_query_twice_in_the_first_job_is_an_error(spark, frames):
     """A first job that returned a query twice would count its candidates twice (or fold a
     stale state): with the number of queries known, as the metrics pass it, the search stops."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
-    real = S.Need.ranged
-    monkeypatch.setattr(S.Need, "ranged", lambda self, q: real(self, q).unionByName(real(self, q).limit(1)))
+    twice = S.Strategy(ranged=lambda need, q: need.ranged(q).unionByName(need.ranged(q).limit(1)))
     with pytest.raises(RuntimeError, match=f"first job returned {N + 1} queries of {N}"):
-        run_search(spark, O, A, 0, 2, block_size=12, n_queries=N, home_from=0)
+        run_search(spark, O, A, 0, 2, block_size=12, n_queries=N, home_from=0, strategy=twice)
 
 
-def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
+def test_a_block_beyond_its_summary_is_an_error(spark, frames):
     """Marks from a summary that does not cover its block could skip a candidate that matters:
     the search stops instead."""
     import avatar_metrics.engine.search as S
@@ -352,10 +348,9 @@ def test_a_block_beyond_its_summary_is_an_error(spark, frames, monkeypatch):
             s.hi[:] = s.lo - 1.0
         return need
 
-    monkeypatch.setattr(S, "_need", narrow)
     # (raised in the home job's tasks: Spark passes it on, the message in its text)
     with pytest.raises((RuntimeError, PythonException), match="summary does not cover"):
-        run_search(spark, O, A, 0, 2, block_size=12)
+        run_search(spark, O, A, 0, 2, block_size=12, strategy=S.Strategy(need=narrow))
 
 
 @pytest.mark.parametrize("n", [1, 4, 7, 45])
@@ -383,19 +378,19 @@ def test_the_home_job_has_a_task_per_two_query_partitions(parts, n_blocks, share
     assert 2 * n_blocks * shares >= (parts or 0)
 
 
-def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected, monkeypatch):
+def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected):
     """Every block in one task (as when ``_spread`` finds no key for a block), its queries in
     Arrow batches of 7: the blocks' candidates and queries come one block after another and
     stream through each block's index, with the same states."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
-    monkeypatch.setattr(S, "_spread", lambda spark, n: {b: 0 for b in range(n)})
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     old = spark.conf.get(key)
     spark.conf.set(key, "7")
     try:
-        got, st = run_search(spark, O, A, 2, 2, block_size=10, home_from=0, with_stats=True)
+        got, st = run_search(spark, O, A, 2, 2, block_size=10, home_from=0, with_stats=True,
+                             strategy=S.Strategy(spread=lambda spark, n: {b: 0 for b in range(n)}))
     finally:
         spark.conf.set(key, old)
     assert got == expected[2]

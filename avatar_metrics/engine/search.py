@@ -303,7 +303,7 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     stream through the block's index: a task holds one block and a chunk of queries,
     however many queries have that home."""
     variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
-    homes_of = _homes  # looked up here: a test may replace it
+    homes_of = run.strategy.homes
     columns = start.columns
     fresh = {column: value for column, value, _ in fold.state}
 
@@ -350,11 +350,11 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     # queries go to `shares` tasks by a hash of their id, and its candidates to each of
     # them: the home job then has at least half as many tasks as the queries have
     # partitions, not one per block, which would leave the cores of a cluster idle
-    shares = _home_shares(run.parts, n_blocks)
+    shares = run.strategy.home_shares(run.parts, n_blocks)
     ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
     kinds = dict(start.dtypes)
     queries = start.select(*ours, F.lit(-1).cast("long").alias(HOME))
-    homed = (need.ranged(queries).mapInPandas(assign, queries.schema)
+    homed = (run.strategy.ranged(need, queries).mapInPandas(assign, queries.schema)
              .withColumns({SHARE: F.pmod(F.xxhash64(ID), F.lit(shares)), GROUP: F.lit(0)}))
     cands = c.select(ID, *ours[1:len(variables) + 1], *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry],
                      F.col("__am_block").cast("long").alias(HOME),
@@ -362,7 +362,7 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
                      F.lit(1).alias(GROUP))
     both = homed.unionByName(cands)
     tasks = n_blocks * shares
-    spread = _spread(start.sparkSession, tasks)
+    spread = run.strategy.spread(start.sparkSession, tasks)
     where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
         (F.lit(t), F.lit(k).cast("long")) for t, k in spread.items()))[F.col(HOME) * shares + F.col(SHARE)],
         F.lit(0).cast("long"))
@@ -445,6 +445,7 @@ def nearest(
     n_candidates: int | None = None,
     n_queries: int | None = None,
     with_stats: bool = False,
+    strategy: "Strategy | None" = None,
 ):
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
 
@@ -452,9 +453,11 @@ def nearest(
     ``name`` names the search in the tie keys (spec: "Randomness"). Runs one
     Spark job per ``CHAIN`` candidate blocks; the returned DataFrame is cached
     (the caller unpersists it). The result is the same whatever the number
-    and order of the blocks. ``with_stats``: (the DataFrame, its ``SearchStats``).
+    and order of the blocks. ``with_stats``: (the DataFrame, its ``SearchStats``); ``strategy``:
+    the choices that change the work, never the result (``Strategy``).
     """
-    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST, n_queries)
+    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST, n_queries,
+                        strategy)
     return (df, stats) if with_stats else df
 
 
@@ -470,6 +473,7 @@ def within(
     n_queries: int | None = None,
     cap: int | None = None,
     with_stats: bool = False,
+    strategy: "Strategy | None" = None,
 ):
     """For every query with a ``radius`` column: ``le`` and ``lt``, the candidates at
     distance at most and less than its radius, and ``key``/``cid``, the tie-break
@@ -486,7 +490,8 @@ def within(
     """
     fold = WITHIN if cap is None else replace(WITHIN, step=functools.partial(_within_step, cap=cap),
                                               reach=functools.partial(_within_reach, cap=cap))
-    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries)
+    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries,
+                        strategy)
     return (df, stats) if with_stats else df
 
 
@@ -504,8 +509,9 @@ MIN_QUERIES_PER_PARTITION = 10_000
 
 
 def _search(queries, candidates, variables, ranges, name, search, n_candidates, fold: Fold,
-            n_queries: int | None = None) -> DataFrame:
+            n_queries: int | None = None, strategy: "Strategy | None" = None):
     variables = list(variables)
+    strategy = strategy or Strategy()
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
     salt = search_salt(search.seed, name)
     q = _select(queries, variables, fold.carry)
@@ -513,7 +519,7 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     if not parts and n_queries is not None:
         # a table read from one file is often one partition: one core would do the whole
         # search; small tables stay as they are (a shuffle costs more than it saves there)
-        parts = min(shuffle_partitions(queries.sparkSession) or 0, n_queries // MIN_QUERIES_PER_PARTITION)
+        parts = min(shuffle_partitions(queries.sparkSession) or 0, n_queries // strategy.min_queries_per_partition)
         parts = parts if parts >= 2 else None
     if parts:
         q = q.repartition(parts, ID)
@@ -523,11 +529,11 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     n_blocks = max(1, math.ceil(n_candidates / search.block_size))
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
     initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
-    run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold, remote=is_connect(queries),
-               n_candidates=n_candidates, settings=search, parts=parts, n_queries=n_queries,
-               stats=SearchStats(name))
+    run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold,
+               remote=strategy.remote(queries), n_candidates=n_candidates, settings=search, parts=parts,
+               n_queries=n_queries, stats=SearchStats(name), strategy=strategy)
     if run.remote:
-        run.cap = closure_cap(queries.sparkSession)
+        run.cap = strategy.closure_cap(queries.sparkSession)
     if n_blocks == 1:
         chains, cached = _scan(run, initial, c)
     else:
@@ -589,6 +595,7 @@ class _Run:
     done: int = 0  # candidates folded (or known to need no later pass)
     visits: int = 0
     stats: SearchStats | None = None
+    strategy: "Strategy | None" = None
 
     def progress(self, what: str, full: int) -> None:
         elapsed = time.perf_counter() - self.t0
@@ -647,10 +654,11 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     (the first job's first), and what to unpersist."""
     home = run.n_candidates / n_blocks >= run.settings.home_from
     order = _locality_order(c, run.variables)
-    c = _by_locality(c, run.variables, n_blocks, sample=not home, order=order).cache()
+    c = run.strategy.by_locality(c, run.variables, n_blocks, sample=not home, order=order,
+                                 in_sample=run.strategy.in_sample).cache()
     try:
         # (the home job picks, among a query's blocks of least bound, the one whose range holds it)
-        need = _need(c, run.variables, n_blocks, order=order if home else None)
+        need = run.strategy.need(c, run.variables, n_blocks, order=order if home else None)
         run.done = sum(need.rows)
         run.check_count()  # before any work: a candidate in no block
         start = initial.select("*", F.lit(-1).cast("long").alias(HOME),
@@ -764,7 +772,7 @@ def _sort_key(order: Sequence[str]):
 
 
 def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False,
-                 order: Sequence[str] | None = None) -> DataFrame:
+                 order: Sequence[str] | None = None, in_sample=None) -> DataFrame:
     """The candidates with ``__am_block``: ranges of the candidates sorted by their
     categories, those of most levels first, then their numbers (then a hash of
     the id, so that equal records spread over blocks): ``_locality_order``, unless
@@ -781,7 +789,7 @@ def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False,
         return c.repartitionByRange(n_blocks, *keys).withColumn(
             "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
     return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
-        "__am_block", F.when(_in_sample(hashed, n_blocks), F.lit(0))
+        "__am_block", F.when((in_sample or _in_sample)(hashed, n_blocks), F.lit(0))
         .otherwise(F.least(F.spark_partition_id() + 1, F.lit(n_blocks - 1))))
 
 
@@ -922,9 +930,12 @@ class Need:
                                "this is a bug, please report it with the log")
 
 
-def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = None) -> Need:
+def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = None,
+          max_levels: int | None = None) -> Need:
     """Every block's summary and categorical values, in one Spark job over the candidates;
-    with ``order`` (the blocks' sort, ``_locality_order``), each block's least sort key."""
+    with ``order`` (the blocks' sort, ``_locality_order``), each block's least sort key.
+    ``max_levels``: ``MAX_LEVELS`` unless given."""
+    max_levels = MAX_LEVELS if max_levels is None else max_levels
     aggs = [F.min(_sort_key(order)).alias("__low")] if order is not None else []
     for i, v in enumerate(variables):
         x = F.col(f"v{i}")
@@ -934,7 +945,7 @@ def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = 
                      F.min(value).alias(f"lo{i}"), F.max(value).alias(f"hi{i}")]
         else:
             aggs += [F.max(x.isNull().cast("int")).alias(f"n{i}"),
-                     F.slice(F.collect_set(x), 1, MAX_LEVELS + 1).alias(f"s{i}")]
+                     F.slice(F.collect_set(x), 1, max_levels + 1).alias(f"s{i}")]
     aggs.append(F.count(F.lit(1)).alias("__rows"))
     rows = sorted(c.groupBy("__am_block").agg(*aggs).collect(), key=lambda r: r["__am_block"])
     nv = len(variables)
@@ -951,7 +962,7 @@ def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = 
                     lo[i], hi[i] = float(r[f"lo{i}"]), float(r[f"hi{i}"])
             else:
                 held = r[f"s{i}"]
-                vals.append(None if len(held) > MAX_LEVELS else list(held))
+                vals.append(None if len(held) > max_levels else list(held))
         blocks.append(b)
         counts.append(int(r["__rows"]))
         lows.append(tuple(r["__low"]) if order is not None else None)
@@ -1188,3 +1199,23 @@ WITHIN = Fold(
     carry=("radius",),
     first_state=((FIRST_LE, "le"), (FIRST_LT, "lt")),
 )
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """The choices of a search that change its work, never its result: where the candidates'
+    blocks are cut, each query's home, how the home job's tasks are spread, which path
+    (Spark Connect or classic) it takes. ``nearest`` and ``within`` take one; the default is
+    what every run uses, and the tests pass others to force the unusual cases (an empty
+    home, a block out of order, a summary that does not cover its block, one task for all)."""
+
+    homes: Callable = _homes  # (need, queries, variables, space) -> each query's home block
+    by_locality: Callable = _by_locality  # the candidates with their block
+    in_sample: Callable = _in_sample  # (hashed id, blocks) -> whether it goes to the sample block
+    need: Callable = _need  # the blocks' summaries
+    ranged: Callable = Need.ranged  # (need, queries) -> the queries with the block their sort key falls in
+    spread: Callable = _spread  # (spark, tasks) -> a shuffle key per home job task
+    home_shares: Callable = _home_shares  # (query partitions, blocks) -> shares per block
+    remote: Callable = is_connect  # (queries) -> whether to take the Spark Connect path
+    closure_cap: Callable = closure_cap  # (spark) -> the bytes a block's closure may take (Spark Connect)
+    min_queries_per_partition: int = MIN_QUERIES_PER_PARTITION
