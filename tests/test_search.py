@@ -6,6 +6,7 @@ import reference as ref
 from conftest import to_spark
 from pyspark.errors import PythonException
 
+import avatar_metrics.engine.catalogue as C
 from avatar_metrics.config import SearchSettings
 from avatar_metrics.configure import as_config
 from avatar_metrics.engine.search import nearest
@@ -229,9 +230,9 @@ class _Session:
     (None, 2**27), ("lots", 2**27), (RuntimeError("no such key"), 2**27),
 ])
 def test_closure_cap_follows_the_servers_message_limit(value, limit):
-    import avatar_metrics.engine.search as S
+    import avatar_metrics.engine.blocks as B
 
-    assert S.closure_cap(_Session(value)) == int(limit * S.CLOSURE_SHARE / S.CHAIN)
+    assert B.closure_cap(_Session(value)) == int(limit * B.CLOSURE_SHARE / B.CHAIN)
 
 
 @pytest.mark.parametrize("max_levels,trim", [(20_000, False), (1, False), (20_000, True)])
@@ -256,10 +257,10 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, max_levels, tri
         c = S._by_locality(S._select(inputs.avatars, variables), variables, 6).cache()
         need = S._need(c, variables, 6, max_levels=max_levels)
         if trim:
-            full, unions = S.need_bytes(need), [None if u is None else len(u) for u in need.unions]
+            full, unions = C.need_bytes(need), [None if u is None else len(u) for u in need.unions]
             biggest = int(np.argmax([-1 if n is None else n for n in unions]))  # the first of the largest
-            need = S.trimmed(need, full - 1)
-            assert need.unions[biggest] is None and S.need_bytes(need) < full
+            need = C.trimmed(need, full - 1)
+            assert need.unions[biggest] is None and C.need_bytes(need) < full
             assert [u is None for u in need.unions] == [u is None or i == biggest for i, u in enumerate(unions)]
         blocks = c.select(ID, "__am_block").toPandas().set_index(ID)["__am_block"]
         queries = S._select(inputs.originals, variables).toPandas()
@@ -272,7 +273,7 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, max_levels, tri
     rng = np.random.default_rng(max_levels)
     reach = np.sort(D, axis=1)[np.arange(len(D)), rng.integers(0, len(A) // 3, len(D))]  # a distance: ties at it
     bits = need.bits(queries, variables, reach, space)
-    marked = (bits[:, [b // S.NEED_BITS for b in range(6)]] >> np.array([b % S.NEED_BITS for b in range(6)])) & 1
+    marked = (bits[:, [b // C.NEED_BITS for b in range(6)]] >> np.array([b % C.NEED_BITS for b in range(6)])) & 1
     of = blocks.loc[np.arange(len(A))].to_numpy()
     within = D <= reach[:, None]
     assert within.sum() > len(D)
@@ -311,13 +312,13 @@ def test_a_record_ranges_into_its_own_block(spark, frames, subset, n_blocks):
     finally:
         release(inputs)
     assert len(need.blocks) > 1
-    assert (placed[S.RANGED].to_numpy() == [need.blocks.index(b) for b in placed["__am_block"]]).all()
+    assert (placed[C.RANGED].to_numpy() == [need.blocks.index(b) for b in placed["__am_block"]]).all()
     assert (S._homes(need, placed, variables, space) == placed["__am_block"].to_numpy()).all()
     home = S._homes(need, queries, variables, space)
     lb = need.bounds(queries, variables, space)
     rows = np.arange(len(lb))
     assert (lb[rows, [need.blocks.index(b) for b in home]] == lb.min(axis=1)).all()
-    own = queries[S.RANGED].to_numpy()
+    own = queries[C.RANGED].to_numpy()
     tied = lb[rows, own] == lb.min(axis=1)
     assert ((home == np.asarray(need.blocks)[own]) | ~tied).all()
 

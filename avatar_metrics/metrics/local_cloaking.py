@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.aggregate import midpoint_percentiles
-from ..engine.search import pair_distances, within
+from ..engine.folds import pair_distances
+from ..engine.search import within
 from ..io import ID
 from ..kernels.intervals import median_interval
 from ..plots import figure, histogram_svg

@@ -1,0 +1,168 @@
+"""The first job of a search with several blocks (``engine.search``): the home job (each
+query folds its home block, the blocks' queries split into shares over tasks, one
+shuffle: ``_home_job``, ``_home_shares``, ``_spread``), or for small blocks the sample
+block's job (``_sample_job``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..io import ID
+from ..kernels.index import CandidateIndex
+
+from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, _blocks, _encoded, _rechunk, encode_queries
+from .catalogue import NEED_BITS, Need, RANGED
+from .folds import _mark, _pass
+
+if TYPE_CHECKING:
+    from .search import _Run
+
+
+def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: int) -> DataFrame:
+    """The first job of a search by blocks: each query folds its home block (``_homes``: one
+    of least lower bound), and marks the other blocks it must search later (``Need.bits``),
+    from its reach after its home. A query whose home holds no candidate keeps an infinite
+    reach and is marked for every block.
+
+    A block's queries are split into shares by a hash of their id (``_home_shares``: half
+    as many tasks in all as the queries' partitions or more, one per block at least), and
+    every share receives the block's candidates. The queries and the candidates go to their
+    (block, share)'s task in one shuffle, a partition each (``_spread``; Spark's own
+    grouping would hash several into one task, and adaptive execution would merge
+    tasks), sorted so that a block's candidates come before its queries, which then
+    stream through the block's index: a task holds one block and a chunk of queries,
+    however many queries have that home."""
+    variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
+    homes_of = run.strategy.homes
+    columns = start.columns
+    fresh = {column: value for column, value, _ in fold.state}
+
+    def assign(batches):
+        for pdf in batches:
+            pdf[HOME] = homes_of(need, pdf, variables, space)
+            yield pdf.drop(columns=RANGED)
+
+    def fold_chunk(b: int, block: Block | None, index: CandidateIndex | None, qpdf: pd.DataFrame) -> pd.DataFrame:
+        pdf = qpdf.reset_index(drop=True)
+        for column, value in fresh.items():
+            pdf[column] = value
+        pdf[REACH], pdf[VISITS] = math.inf, 0
+        if index is not None:
+            fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt, pdf)
+            pdf[VISITS] = 1
+        # (a home with no candidates folded nothing: no home to skip later)
+        _mark(need, pdf, variables, fold.reach(pdf), space, b if index is not None else -1)
+        return pdf[columns]
+
+    def fold_homes(batches):
+        # each task's rows come sorted by (home, share), a block's candidates before its
+        # queries: build the block's index, then stream its queries through it, QUERY_CHUNK
+        # at a time, so that a task holds one block and a chunk of queries, however many
+        # queries share a home
+        for (b, _), rows in itertools.groupby(_runs(batches), key=lambda r: r[0]):
+            cands = []
+            for candidate, group in itertools.groupby(rows, key=lambda r: r[1]):
+                parts = (part for _, _, part in group)
+                if candidate:
+                    cands = list(parts)
+                    continue
+                # the queries: the block's index is built only for a home some query has
+                block = index = None
+                if cands:
+                    cpdf = pd.concat(cands, ignore_index=True).sort_values(ID, kind="stable").reset_index(drop=True)
+                    block = _encoded(cpdf, variables, space)
+                    need.check(b, block)
+                    index = CandidateIndex(block.C, block.cids, space)
+                for qpdf in _rechunk(parts, QUERY_CHUNK):
+                    yield fold_chunk(b, block, index, qpdf)
+
+    # only what the home job reads goes through the shuffle; it adds the state. A block's
+    # queries go to `shares` tasks by a hash of their id, and its candidates to each of
+    # them: the home job then has at least half as many tasks as the queries have
+    # partitions, not one per block, which would leave the cores of a cluster idle
+    shares = run.strategy.home_shares(run.parts, n_blocks)
+    ours = [ID, *[f"v{i}" for i in range(len(variables))], *fold.carry]
+    kinds = dict(start.dtypes)
+    queries = start.select(*ours, F.lit(-1).cast("long").alias(HOME))
+    homed = (run.strategy.ranged(need, queries).mapInPandas(assign, queries.schema)
+             .withColumns({SHARE: F.pmod(F.xxhash64(ID), F.lit(shares)), GROUP: F.lit(0)}))
+    cands = c.select(ID, *ours[1:len(variables) + 1], *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry],
+                     F.col("__am_block").cast("long").alias(HOME),
+                     F.explode(F.sequence(F.lit(0).cast("long"), F.lit(shares - 1).cast("long"))).alias(SHARE),
+                     F.lit(1).alias(GROUP))
+    both = homed.unionByName(cands)
+    tasks = n_blocks * shares
+    spread = run.strategy.spread(start.sparkSession, tasks)
+    where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
+        (F.lit(t), F.lit(k).cast("long")) for t, k in spread.items()))[F.col(HOME) * shares + F.col(SHARE)],
+        F.lit(0).cast("long"))
+    # a partition per (block, share), each block's candidates first (a partition may hold
+    # several when _spread found no key for one: sorted, they come one after another)
+    placed = (both.withColumn(GROUP_KEY, where).repartition(tasks, GROUP_KEY)
+              .sortWithinPartitions(HOME, SHARE, F.desc(GROUP)))
+    return placed.mapInPandas(fold_homes, start.schema)
+
+
+def _home_shares(parts: int | None, n_blocks: int) -> int:
+    """Tasks per block in the home job: enough for half as many tasks as the queries'
+    partitions or more. Set as advised, 2 to 4 partitions per core, that is a task per core
+    or more; not all of them, because every share of a block receives its candidates and
+    builds its index (measured on 2 cores, 8 partitions, 4 blocks: two shares a block were
+    no faster than one)."""
+    return max(1, -(-(parts or 0) // (2 * n_blocks)))
+
+
+def _runs(batches):
+    """The home job's rows as runs alike: ((home, share), a candidates' run?, rows), in order."""
+    for pdf in batches:
+        if len(pdf) == 0:
+            continue
+        home, share, group = (pdf[x].to_numpy() for x in (HOME, SHARE, GROUP))
+        cuts = np.flatnonzero((home[1:] != home[:-1]) | (share[1:] != share[:-1]) | (group[1:] != group[:-1])) + 1
+        for lo, hi in itertools.pairwise([0, *cuts, len(pdf)]):
+            yield (int(home[lo]), int(share[lo])), bool(group[lo] == 1), pdf.iloc[lo:hi]
+
+
+def _spread(spark, n: int) -> dict[int, int]:
+    """For each b < n, a number that Spark's hash partitioning into n partitions puts in
+    partition b (its pmod(hash(x), n)): the blocks' tasks then hold a block each, where
+    hashing the block numbers would put several in one task and leave others empty.
+    A residue not found maps to itself (any placement gives the same result)."""
+    rows = (spark.range(0, 64 * n).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p"))
+            .groupBy("p").agg(F.min("id").alias("id")).collect())
+    found = {int(r["p"]): int(r["id"]) for r in rows}
+    return {b: found.get(b, b) for b in range(n)}
+
+
+GROUP = "__am_candidate"
+
+
+GROUP_KEY = "__am_where"
+
+
+SHARE = "__am_share"  # which of its block's tasks a row goes to
+
+
+def _sample_job(run: _Run, start: DataFrame, c: DataFrame, need: Need) -> DataFrame:
+    """The first job of a search by small blocks: every query folds the sample block (block 0,
+    in one or more slices), which becomes its home, and marks the other blocks it must
+    search from its reach there (on the last slice's pass)."""
+    state = start
+    pieces = list(_blocks(c, [0], run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch))
+    for k, (block, n_rows, b) in enumerate(pieces):
+        need.check(b, block)
+        state = _pass(state, block, b, run.variables, run.space, run.salt, start.schema, run.fold,
+                      need if k == len(pieces) - 1 else None)
+    if not pieces:  # an empty sample block: no home, every query marked for every block
+        state = state.select(*[F.lit(-1).cast("long").alias(HOME) if x == HOME else
+                               F.lit((1 << NEED_BITS) - 1).cast("long").alias(x) if x in need.columns else x
+                               for x in start.columns])
+    return state
