@@ -21,11 +21,12 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.search import nearest
-from ..io import ID, KEY, col
+from ..io import ID, col
 from ..kernels.intervals import inference_risk, risk_interval
 from ..plots import figure, pairs_svg
 from ..schema import Inputs, ranges_of
 from .base import Metric, MetricResult
+from .linkability import avatars_by_key
 from .membership import NO_HOLDOUT
 
 KEY_NAME = "attribute_inference_protection"
@@ -147,12 +148,7 @@ def figures(m: dict) -> list[str]:
 
 
 def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
-    """With a row key, the chosen avatar is named by its key, not its internal id."""
-    if inputs.row_key is None:
-        return records
-    names = inputs.avatars.select(F.col(ID).alias("__am_cid"), F.col(KEY).alias("__am_ckey"))
-    return (records.join(names, records["aip_avatar"] == names["__am_cid"], "left")
-            .withColumn("aip_avatar", F.col("__am_ckey")).drop("__am_cid", "__am_ckey"))
+    return avatars_by_key(records, inputs, ("aip_avatar",))
 
 
 METRIC = Metric(

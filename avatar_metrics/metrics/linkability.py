@@ -134,11 +134,15 @@ def figures(m: dict) -> list[str]:
 
 
 def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
-    """With a row key, the chosen avatars are named by their key, not their internal id."""
+    return avatars_by_key(records, inputs, ("lpr_avatar_a", "lpr_avatar_b"))
+
+
+def avatars_by_key(records: DataFrame, inputs: Inputs, columns) -> DataFrame:
+    """With a row key, the avatars named in ``columns`` by their key, not their internal id."""
     if inputs.row_key is None:
         return records
     names = inputs.avatars.select(F.col(ID).alias("__am_cid"), F.col(KEY).alias("__am_ckey"))
-    for side in ("lpr_avatar_a", "lpr_avatar_b"):
+    for side in columns:
         records = (
             records.join(names, records[side] == names["__am_cid"], "left")
             .withColumn(side, F.col("__am_ckey"))
