@@ -155,10 +155,15 @@ def test_percentiles_by_counting_every_path(spark, monkeypatch, buckets, collect
     df = spark.createDataFrame(pd.DataFrame(cols).astype({"nulls": "float64"})).repartition(3)
     qs = [0, 5, 37.5, 50, 95, 100]
     got = A.percentiles_of(df, {c: qs for c in cols})
+    ranks = {c: [0, 1, 7, len(x[~np.isnan(np.asarray(x, dtype=float))]) - 1] for c, x in cols.items()}
+    elements = A.elements_of(df, ranks)  # elements by rank (Membership's 1 % point), the same machinery
     for c, x in cols.items():
         x = np.asarray(x, dtype=float)
         x = x[~np.isnan(x)]
         assert got[c] == ([ref.midpoint(x, q) for q in qs], len(x)), c
+        assert [elements[(c, k)] for k in ranks[c]] == [float(np.sort(x)[k]) for k in ranks[c]], c
+    with pytest.raises(ValueError, match="ranks"):
+        A.elements_of(df, {"const": [n]})
     assert bool(late) == (rounds == 2)
     nan = spark.createDataFrame([(0.5,), (float("nan"),), (0.25,), (1.0,)], "x double")
     (lo, mid, hi), m = A.percentiles_of(nan, {"x": [0, 50, 100]})["x"]
