@@ -36,7 +36,26 @@ def error_class(exc: BaseException) -> str | None:
     return None
 
 
+def java_classes(exc: BaseException, most: int = 6) -> list[str]:
+    """The Java classes of an error from the JVM (py4j's ``java_exception``) and of its causes,
+    outermost first: ``java.lang.OutOfMemoryError`` says what happened where
+    ``Py4JJavaError`` does not, and a class name carries no record."""
+    names: list[str] = []
+    jv = getattr(exc, "java_exception", None)
+    try:
+        while jv is not None and len(names) < most:
+            name = str(jv.getClass().getName())
+            if name not in names:
+                names.append(name)
+            jv = jv.getCause()
+    except Exception:  # noqa: BLE001 - a JVM gone, or not a Java object: what was found so far
+        pass
+    return names
+
+
 def describe(exc: BaseException) -> str:
-    """An exception named by its type and Spark error class, without its message."""
+    """An exception named by its type, Spark error class and Java classes, without its message."""
     cond = error_class(exc)
-    return f"{type(exc).__name__}{f' [{cond}]' if cond else ''}"
+    java = java_classes(exc)
+    caused = " (" + " <- ".join(java) + ")" if java else ""
+    return f"{type(exc).__name__}{f' [{cond}]' if cond else ''}{caused}"

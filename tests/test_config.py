@@ -156,3 +156,32 @@ def test_the_users_java_options_turn_the_quick_jit_off(tmp_path, monkeypatch):
     assert _java_options_given(plain)
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.memory 4g\n")
     assert not _java_options_given(plain)
+
+
+def test_an_error_from_the_jvm_is_named_by_its_java_classes_not_its_message():
+    """``Py4JJavaError`` alone says nothing; the classes of the Java exception and its causes do,
+    and carry no record (the messages may)."""
+    from avatar_metrics.errors import describe
+
+    class Java:
+        def __init__(self, name, cause=None):
+            self.name, self.cause = name, cause
+
+        def getClass(self):
+            return self
+
+        def getName(self):
+            return self.name
+
+        def getCause(self):
+            return self.cause
+
+        def toString(self):
+            return f"{self.name}: the value 1234-secret"
+
+    class Py4JJavaError(Exception):
+        java_exception = Java("org.apache.spark.SparkException", Java("java.lang.OutOfMemoryError"))
+
+    text = describe(Py4JJavaError("An error occurred: the value 1234-secret"))
+    assert text == "Py4JJavaError (org.apache.spark.SparkException <- java.lang.OutOfMemoryError)"
+    assert describe(ValueError("1234-secret")) == "ValueError"
