@@ -159,9 +159,10 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         # shuffle both sides once more by all of them).
         u_binned = _binned(U, kcols, kinds, bins)
         a_binned = _binned(inputs.avatars, known, kinds, bins).repartition(PROFILE)
-        # b1 holds each profile once: the side to hash, no sort of either side
+        # b1 holds each profile once; the join is Spark's choice (a hash join forced on it would
+        # hold a partition of b1 in memory, which at scale can be millions of unique profiles)
         b1 = (a_binned.groupBy(PROFILE, *kcols).agg(F.count(F.lit(1)).alias("__c")).filter("__c = 1")
-              .select(PROFILE, *kcols, F.lit(True).alias("__hit")).hint("shuffle_hash"))
+              .select(PROFILE, *kcols, F.lit(True).alias("__hit")))
         differ = [F.when(u_binned[k].eqNullSafe(b1[k]), 0).otherwise(1) for k in kcols]
         same = (F.greatest(*differ) if len(differ) > 1 else differ[0]) == 0
         cond = (u_binned[PROFILE] == b1[PROFILE]) & same
