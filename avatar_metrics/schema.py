@@ -121,6 +121,11 @@ class Inputs:
     def n_holdout_queries(self) -> int | None:
         return self.n_holdout if self.n_holdout_sampled is None else self.n_holdout_sampled
 
+    def stats_of(self, *roles: str) -> list[TableStats]:
+        """The statistics of the tables named (``"originals"``, ``"avatars"``, ``"holdout"``), whose
+        union the metrics take ranges over."""
+        return [self.stats[role] for role in roles]
+
     @property
     def names(self) -> list[str]:
         return list(self.variables)

@@ -72,8 +72,13 @@ def _sort_key(order: Sequence[str]):
     return F.struct(*[F.col(x).alias(x) for x in order], F.xxhash64(F.col(ID)).alias(HASHED))
 
 
+def _in_sample(hashed, n_blocks: int):
+    """Whether a candidate goes to the sample block (tests empty it)."""
+    return F.pmod(hashed, F.lit(n_blocks)) == 0
+
+
 def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False,
-                 order: Sequence[str] | None = None, in_sample=None) -> DataFrame:
+                 order: Sequence[str] | None = None, in_sample=_in_sample) -> DataFrame:
     """The candidates with ``__am_block``: ranges of the candidates sorted by their
     categories, those of most levels first, then their numbers (then a hash of
     the id, so that equal records spread over blocks): ``_locality_order``, unless
@@ -90,13 +95,8 @@ def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False,
         return c.repartitionByRange(n_blocks, *keys).withColumn(
             "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
     return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
-        "__am_block", F.when((in_sample or _in_sample)(hashed, n_blocks), F.lit(0))
+        "__am_block", F.when(in_sample(hashed, n_blocks), F.lit(0))
         .otherwise(F.least(F.spark_partition_id() + 1, F.lit(n_blocks - 1))))
-
-
-def _in_sample(hashed, n_blocks: int):
-    """Whether a candidate goes to the sample block (tests empty it)."""
-    return F.pmod(hashed, F.lit(n_blocks)) == 0
 
 
 # The blocks each query must search after its home, as bits of long columns

@@ -68,7 +68,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         return MetricResult.not_computed(
             target, "no secret: every variable is known; set secret_variables, or leave some variables out of "
                     "known_variables")
-    stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
+    stats = inputs.stats_of("originals", "avatars", "holdout")
     known = inputs.typed(list(inputs.known))
     ranges = ranges_of(stats, known)
     tolerances = [TOLERANCE * float(r) if kind == "numeric" else 0.0

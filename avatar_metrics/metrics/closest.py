@@ -90,7 +90,7 @@ class Reference:
 def references(inputs: Inputs, cfg: Config) -> Reference:
     """The holdout when given, else the seeded approximate holdout."""
     if inputs.holdout is not None:
-        stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
+        stats = inputs.stats_of("originals", "avatars", "holdout")
         return Reference("holdout", inputs.queries(), inputs.avatars, inputs.holdout,
                          inputs.n_originals, inputs.n_avatars, inputs.n_holdout, stats, n_queries=inputs.n_queries)
     n = inputs.n_originals
@@ -115,7 +115,7 @@ def to_avatars(inputs: Inputs, cfg: Config) -> DataFrame:
     Inference reads too: computed once per run, released with the inputs."""
     if SEARCHES[0] not in inputs.shared:
         variables = inputs.typed()
-        stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
+        stats = inputs.stats_of("originals", "avatars", "holdout")
         inputs.shared[SEARCHES[0]] = nearest(
             inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCHES[0],
             search=cfg.search, n_candidates=inputs.n_avatars, n_queries=inputs.n_queries)

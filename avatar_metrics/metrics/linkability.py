@@ -57,7 +57,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         halves = list(split_known(inputs.known, cfg.seed))
         how = "shuffled with the seed"
 
-    stats = [inputs.stats["originals"], inputs.stats["avatars"]]
+    stats = inputs.stats_of("originals", "avatars")
     results = []
     records = None
     try:

@@ -45,7 +45,7 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
     """ID, ``local_cloaking`` (LC_i) and ``hidden_hit`` per original; computed once per run."""
     if "cloaking" not in inputs.shared:
         variables = inputs.typed()
-        ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
+        ranges = ranges_of(inputs.stats_of("originals", "avatars"), variables)
         radius = pair_distances(inputs.queries(), inputs.avatars, variables, ranges)
         queries = inputs.queries().join(radius, ID)
         cap = cfg.local_cloaking_cap

@@ -44,7 +44,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     if inputs.holdout is None:
         return MetricResult.not_computed(target, NO_HOLDOUT)
     variables = inputs.typed()
-    stats = [inputs.stats["originals"], inputs.stats["avatars"], inputs.stats["holdout"]]
+    stats = inputs.stats_of("originals", "avatars", "holdout")
     members = to_avatars(inputs, cfg)
     n_h = inputs.n_holdout_queries
     non = nearest(inputs.holdout_queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCH,
