@@ -67,12 +67,9 @@ def ranges_of(stats: Sequence[TableStats], variables: Sequence[Variable]) -> np.
 
 
 def type_class(dt: T.DataType) -> str | None:
-    if isinstance(dt, NUMERIC_TYPES):
-        return "number"
-    if isinstance(dt, T.StringType):
-        return "string"
-    if isinstance(dt, T.BooleanType):
-        return "boolean"
+    for types, name in ((NUMERIC_TYPES, "number"), (T.StringType, "string"), (T.BooleanType, "boolean")):
+        if isinstance(dt, types):
+            return name
     return None
 
 

@@ -144,3 +144,24 @@ def test_the_parser_sees_late_and_relative_imports(tmp_path):
                    "    import avatar_metrics.engine\n")
     known = {"engine", "engine.search", "api", "metrics", "config", "metrics.x"}
     assert imports("metrics.x", mod, known) == {"engine.search", "metrics", "config", "engine"}
+
+
+def test_no_module_is_over_500_lines():
+    """A module a newcomer can hold in their head: split it by responsibility past 500 lines."""
+    long = {name or "avatar_metrics": n for name, path in modules().items()
+            if (n := len(path.read_text().splitlines())) > 500}
+    assert long == {}
+
+
+def test_the_benchmarks_use_no_private_name():
+    """bench/ scripts are the product's benchmarks: they call what users call, so a refactoring of
+    the package's insides never breaks them silently."""
+    private = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("avatar_metrics"):
+                private += [f"{path.name}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+                private += [f"{path.name}: {node.module}" for part in node.module.split(".") if part.startswith("_")]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                private.append(f"{path.name}: .{node.attr}")
+    assert private == []
