@@ -18,8 +18,8 @@ share of the run taken by the metrics beyond the four seed ones.
 tables with that interpreter (``bench/anonymeter_side.py``; anonymeter is not
 a dependency of this project: install it in another virtual environment).
 
-``--brute-sample S`` also times the plain numpy brute-force kernel
-(``kernels.gower.search``) on S originals against all avatars, on all the
+``--brute-sample S`` also times the plain compiled kernel, every candidate for
+every query with no index (``kernels.index.plain_search``), on S originals against all avatars, on all the
 variables, and extrapolates linearly to n originals, for the speed-up.
 """
 
@@ -212,7 +212,8 @@ def brute_force(n: int, data: Path, sample: int) -> float:
     import numpy as np
     import pandas as pd
 
-    from avatar_metrics.kernels.gower import search, search_salt
+    from avatar_metrics.kernels.gower import search_salt
+    from avatar_metrics.kernels.index import plain_search
 
     O = pd.read_parquet(data / "originals.parquet").iloc[:sample]
     A = pd.read_parquet(data / "avatars.parquet")
@@ -221,7 +222,7 @@ def brute_force(n: int, data: Path, sample: int) -> float:
 
     Q, C, space = encode(O, A, H)
     t0 = time.perf_counter()
-    search(Q, np.arange(len(O)), C, np.arange(len(A)), space, search_salt(0, "bench"))
+    plain_search(Q, np.arange(len(O)), C, np.arange(len(A)), space, search_salt(0, "bench"))
     per_query = (time.perf_counter() - t0) / len(O)
     # the job runs two searches over all variables (avatars, holdout) and two
     # over the halves of the known variables (a lower cost, ignored here)

@@ -6,8 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import brute as B
 import reference as ref
 from avatar_metrics.kernels import gower as K
+from avatar_metrics.kernels import terms as T
+from avatar_metrics.kernels.keyed import tie_keys
 from data import KINDS, perturbed, tricky
 
 VARS = list(KINDS)
@@ -43,13 +46,13 @@ def test_tie_key_matches_reference():
     salt = K.search_salt(7, "linkability/A")
     q = np.array([0, 1, 2**40, -5], dtype=np.int64)
     c = np.array([3, 0, 17, 2**62], dtype=np.int64)
-    got = K.tie_keys(salt, q, c)
+    got = tie_keys(salt, q, c)
     want = [ref.tie_key(7, "linkability/A", int(a), int(b)) for a, b in zip(q, c)]
     assert got.tolist() == want
     assert all(0 <= k < 2**63 for k in want)
     # another search or seed gives other keys
-    assert K.tie_keys(K.search_salt(7, "linkability/B"), q, c).tolist() != want
-    assert K.tie_keys(K.search_salt(8, "linkability/A"), q, c).tolist() != want
+    assert tie_keys(K.search_salt(7, "linkability/B"), q, c).tolist() != want
+    assert tie_keys(K.search_salt(8, "linkability/A"), q, c).tolist() != want
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -69,7 +72,7 @@ def test_block_lower_bound_never_exceeds_a_distance(tables, seed):
         for v in np.flatnonzero(space.is_cat):
             present = np.isin(Qb[:, v], Cb[:, v])
             Qb[:, v] = np.where(np.isnan(Qb[:, v]) | present, Qb[:, v], -1.0)
-        lb = K.lower_bounds(Qb, K.summarize(Cb, space), space)
+        lb = T.lower_bounds(Qb, T.summarize(Cb, space), space)
         nearest = K.gower_block(Q, Cb, space).min(axis=1)
         assert (lb <= nearest).all()
         positive += int((lb > 0).sum())
@@ -80,14 +83,14 @@ def test_block_lower_bound_never_exceeds_a_distance(tables, seed):
 def test_block_lower_bound_of_nulls_and_extremes():
     space = K.Space(is_cat=np.array([False, True, False]), ranges=np.array([4.0, 0.0, 0.0]))
     C = np.array([[1.0, 0.0, np.nan], [2.0, np.nan, np.nan]])
-    s = K.summarize(C, space)
+    s = T.summarize(C, space)
     Q = np.array([
         [1.5, 0.0, np.nan],  # inside the box: 0
         [6.0, -1.0, 3.0],  # 4/4 + absent category 1 + a number where every row is null 1
         [np.nan, np.nan, np.nan],  # the first variable has no null: 1
         [np.inf, 0.0, np.nan],
     ])
-    lb = K.lower_bounds(Q, s, space)
+    lb = T.lower_bounds(Q, s, space)
     assert lb[:3].tolist() == [0.0, 3.0 / 3, 1.0 / 3]
     assert lb[3] == np.inf
     assert (lb <= K.gower_block(np.where(Q < 0, 5.0, Q), C, space).min(axis=1)).all()
@@ -116,7 +119,7 @@ def test_search_matches_reference(tables, subset, sub_block, max_elements):
     want = ref.nearest(O, A, names, KINDS, ranges, seed=11, search="s")
     qids = np.arange(len(O), dtype=np.int64)
     cids = np.arange(len(A), dtype=np.int64)
-    st = K.search(Q, qids, C, cids, space, K.search_salt(11, "s"), sub_block=sub_block, max_elements=max_elements)
+    st = B.search(Q, qids, C, cids, space, K.search_salt(11, "s"), sub_block=sub_block, max_elements=max_elements)
     got = list(zip(st.d1.tolist(), st.d2.tolist(), st.n1.tolist(), st.cid.tolist()))
     assert got == want
     assert any(n > 1 for _, _, n, _ in want), "the data must hold ties"
@@ -129,22 +132,22 @@ def test_merge_is_order_free(tables):
     qids = np.arange(len(O), dtype=np.int64)
     cids = np.arange(len(A), dtype=np.int64)
     rng = np.random.default_rng(0)
-    whole = K.search(Q, qids, C, cids, space, salt)
+    whole = B.search(Q, qids, C, cids, space, salt)
     for _ in range(3):
         perm = rng.permutation(len(A))
         pieces = np.array_split(perm, 5)
-        states = [K.search(Q, qids, C[p], cids[p], space, salt) for p in pieces]
+        states = [B.search(Q, qids, C[p], cids[p], space, salt) for p in pieces]
         rng.shuffle(states)
         acc = K.State.empty(len(O))
         for s in states:
-            acc = K.merge(s, acc) if rng.random() < 0.5 else K.merge(acc, s)
+            acc = B.merge(s, acc) if rng.random() < 0.5 else B.merge(acc, s)
         for f in ("d1", "d2", "n1", "cid", "key"):
             assert np.array_equal(getattr(acc, f), getattr(whole, f)), f
 
 
 def test_single_candidate_has_no_second_distance(tables):
     O, A, Q, C, space, _ = tables
-    st = K.search(Q[:3], np.arange(3), C[:1], np.array([9]), space, 1)
+    st = B.search(Q[:3], np.arange(3), C[:1], np.array([9]), space, 1)
     assert np.all(np.isinf(st.d2)) and st.cid.tolist() == [9, 9, 9] and st.n1.tolist() == [1, 1, 1]
 
 
@@ -256,7 +259,7 @@ def test_index_equals_plain_kernel_on_random_layouts(seed, race_always, trees):
     qids = rng.integers(-(2**62), 2**62, nq)
     cids = rng.permutation(np.arange(-nc, nc))[:nc].astype(np.int64) * 7919
     salt = K.search_salt(seed, "x")
-    plain = K.search(Q, qids, C, cids, space, salt)
+    plain = B.search(Q, qids, C, cids, space, salt)
     compiled = IX.plain_search(Q, qids, C, cids, space, salt)
     for f in ("d1", "d2", "n1", "cid", "key"):
         assert np.array_equal(getattr(compiled, f), getattr(plain, f)), f
@@ -276,7 +279,7 @@ def test_index_equals_plain_kernel_on_random_layouts(seed, race_always, trees):
         bound.d2[:] = first.d2
         rest = index_search(Q, qids, C[half:], cids[half:], space, salt, bound, how=how)
         assert (rest.d2 <= first.d2).all() and (np.isinf(rest.d1) | (rest.d1 <= first.d2)).all(), how
-        merged = K.merge(first, rest)
+        merged = B.merge(first, rest)
         for f in ("d1", "d2", "n1", "cid", "key"):
             assert np.array_equal(getattr(merged, f), getattr(plain, f)), (how, f)
 
@@ -289,7 +292,7 @@ def within_reference(Q, qids, C, cids, space, salt, radius):
     D = K.gower_block(Q, C, space)  # the plain kernel's distances are checked against the reference above
     out = []
     for i in range(Q.shape[0]):
-        at = [(K.tie_keys(salt, qids[i : i + 1], cids[j : j + 1])[0], cids[j]) for j in range(C.shape[0])
+        at = [(tie_keys(salt, qids[i : i + 1], cids[j : j + 1])[0], cids[j]) for j in range(C.shape[0])
               if D[i, j] == radius[i]]
         best = min(at) if at else (K.NO_KEY, -1)
         out.append((int((D[i] <= radius[i]).sum()), int((D[i] < radius[i]).sum()), int(best[0]), int(best[1])))
@@ -323,7 +326,7 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
     radius = K.gower_block(Q, C, space)[np.arange(nq), own]
     radius[rng.random(nq) < 0.2] = rng.random() * 0.8  # some radii at no candidate's distance
     want = within_reference(Q, qids, C, cids, space, salt, radius)
-    plain = K.within(Q, qids, C, cids, space, salt, radius, max_elements=int(rng.integers(1, 200)))
+    plain = B.within(Q, qids, C, cids, space, salt, radius, max_elements=int(rng.integers(1, 200)))
     assert list(zip(*(a.tolist() for a in plain))) == want
     got = IX.plain_within(Q, qids, C, cids, space, salt, radius)
     assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want

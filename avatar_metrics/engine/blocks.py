@@ -23,7 +23,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID, col
-from ..kernels.gower import Space, Summary, summarize
+from ..kernels.gower import Space
+from ..kernels.terms import Summary, summarize
 from ..schema import Variable
 
 

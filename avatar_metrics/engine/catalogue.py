@@ -19,7 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..io import ID, col
-from ..kernels.gower import Space, Summary, lower_bounds
+from ..kernels.gower import Space
+from ..kernels.terms import Summary, lower_bounds
 
 from .blocks import Block
 

@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID
-from ..kernels.gower import NO_KEY, Space, State, gower_pairs, lower_bounds
+from ..kernels.gower import NO_KEY, Space, State, gower_pairs
+from ..kernels.terms import lower_bounds
 from ..kernels.index import CandidateIndex
 from ..schema import Variable
 

@@ -13,11 +13,11 @@ Spark job; the states of several such chains are merged exactly in Spark
 Blocks by locality. With more than one block, the blocks are ranges of the
 candidates sorted by their values (categories of most levels first, then
 numbers), so that the records of a block resemble each other. Each block
-carries a summary (``kernels.gower.Summary``: per variable, whether a null
+carries a summary (``kernels.terms.Summary``: per variable, whether a null
 occurs, and the min and max of a number; ``Need``: and the categories it
 holds), computed by Spark before any block is fetched, from which a lower
 bound on the distance from a query to any of its records follows, safe in
-floating point (``kernels.gower.lower_bounds``). The first job gives each
+floating point (``kernels.terms.lower_bounds``). The first job gives each
 query a home block and folds it: with blocks of ``search.home_from``
 candidates or more it is the home job (each query's home one of least lower
 bound, of tied ones the block whose range of the blocks' sort holds the

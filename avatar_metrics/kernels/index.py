@@ -1,6 +1,6 @@
 """An exact index for the Gower nearest-neighbour search (the fast path).
 
-Same results as ``gower.search``, bit for bit, found with much less work:
+Same results as comparing every candidate with every query, bit for bit, found with much less work:
 
 1. **Points.** Candidates with identical values on the searched variables are
    one point with a list of members: distances are computed once per point;

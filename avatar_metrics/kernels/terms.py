@@ -1,14 +1,21 @@
 """The exact index's smallest pieces (``kernels.index``): the Gower distance of a query
 to a point by the float64 terms in the order of V, folding a point into a query's state
 (nearest: top-2, the count at d1 and the keyed tie-break; within: counts at and inside a
-radius, and the tie-break at it), and the lower bounds of a distance: per-variable gaps to
-a box (``_gaps``) and the bounds of a node of the tree over all groups (``_outer_bounds``).
-Compiled with numba, no fastmath."""
+radius, and the tie-break at it), and the bounds of a distance. One routine bounds a
+variable's term over a box of points (``_term_bounds``, its numeric part ``_gap_span``);
+from it come the bounds of a node of the tree over all groups (``_outer_bounds``), the gaps
+to a box of the groups' trees (``_gaps``) and the lower bound from a block's summary
+(``Summary``, ``lower_bounds``: which blocks a query must search). Compiled with numba, no
+fastmath."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
+
+from .gower import Space
 
 from .keyed import JIT_CACHE as _CACHE
 from .keyed import mix_jit as _mix
@@ -107,6 +114,46 @@ def _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid):
 
 
 @njit(cache=_CACHE, inline="always")
+def _gap_span(x, blo, bhi, rv):
+    """The least and the most ``|x - y| / rv`` for y in ``[blo, bhi]`` (x, blo, bhi numbers, rv > 0):
+    the one numeric term of every bound below."""
+    gap = 0.0
+    if x < blo:
+        gap = (blo - x) / rv
+    elif x > bhi:
+        gap = (x - bhi) / rv
+    return gap, max(abs(x - blo), abs(bhi - x)) / rv
+
+
+@njit(cache=_CACHE, inline="always")
+def _term_bounds(x, cat, rv, blo, bhi, nulls, npts):
+    """The least and the most one variable's term can be between the query value ``x`` and
+    any of ``npts`` points of which ``nulls`` are null and the others' values (a number, or
+    a categorical code) lie in ``[blo, bhi]``; and 1 when the least is 1 by a null or a
+    category (the index's H), else 0. A null against a null gives 0, against a value 1."""
+    t_lo, t_hi, h = 0.0, 1.0, 0
+    if np.isnan(x):
+        if nulls == npts:
+            t_hi = 0.0
+        elif nulls == 0:
+            t_lo, h = 1.0, 1
+    elif nulls == npts:
+        t_lo, h = 1.0, 1
+    elif cat or not rv > 0:
+        if cat and (x < blo or x > bhi):
+            t_lo, h = 1.0, 1  # no point has the query's code
+        elif nulls == 0 and (not cat or blo == bhi):
+            t_hi = 0.0  # every point has its code (or a value of a constant variable)
+    else:
+        gap, span = _gap_span(x, blo, bhi, rv)
+        if nulls == 0:
+            t_lo, t_hi = gap, span
+        else:  # nulls among the points: their term is 1
+            t_lo, t_hi = min(gap, 1.0), max(span, 1.0)
+    return t_lo, t_hi, h
+
+
+@njit(cache=_CACHE, inline="always")
 def _gaps(Q, q, k, lo, hi, ranges, nv):
     """Node k's sums over the numeric positions shared with query q: gaps to its box, farthest spans."""
     lo_sum = 0.0
@@ -117,12 +164,9 @@ def _gaps(Q, q, k, lo, hi, ranges, nv):
         rv = ranges[v]
         if np.isnan(blo) or np.isnan(x) or not rv > 0:
             continue  # a categorical or null position (in H), or a constant variable (0)
-        bhi = hi[k, v]
-        if x < blo:
-            lo_sum += (blo - x) / rv
-        elif x > bhi:
-            lo_sum += (x - bhi) / rv
-        hi_sum += max(abs(x - blo), abs(bhi - x)) / rv
+        gap, span = _gap_span(x, blo, hi[k, v], rv)
+        lo_sum += gap
+        hi_sum += span
     return lo_sum, hi_sum
 
 
@@ -163,39 +207,65 @@ def _outer_bounds(Q, q, k, outer, is_cat, ranges, nv):
     s_hi = 0.0
     h = 0
     for v in range(nv):
-        x = Q[q, v]
-        c = nnull[k, v]
-        t_lo, t_hi = 0.0, 1.0
-        if np.isnan(x):
-            if c == npts:
-                t_hi = 0.0
-            elif c == 0:
-                t_lo = 1.0
-                h += 1
-        elif c == npts:
-            t_lo = 1.0
-            h += 1
-        elif is_cat[v] or not ranges[v] > 0:
-            if is_cat[v] and (x < lo[k, v] or x > hi[k, v]):
-                t_lo = 1.0  # no point has the query's code
-                h += 1
-            elif c == 0 and (not is_cat[v] or lo[k, v] == hi[k, v]):
-                t_hi = 0.0  # every point has its code (or a value of a constant variable)
-        else:
-            rv = ranges[v]
-            blo = lo[k, v]
-            bhi = hi[k, v]
-            gap = 0.0
-            if x < blo:
-                gap = (blo - x) / rv
-            elif x > bhi:
-                gap = (x - bhi) / rv
-            span = max(abs(x - blo), abs(bhi - x)) / rv
-            if c == 0:
-                t_lo, t_hi = gap, span
-            else:  # nulls among the points: their term is 1
-                t_lo, t_hi = min(gap, 1.0), max(span, 1.0)
+        t_lo, t_hi, t_h = _term_bounds(Q[q, v], is_cat[v], ranges[v], lo[k, v], hi[k, v], nnull[k, v], npts)
         s_lo += t_lo
         s_hi += t_hi
+        h += t_h
     delta = MARGIN_ULPS * (nv + 4) * 2.0**-53
     return s_lo / nv * (1.0 - delta), s_hi / nv * (1.0 + delta), h
+
+
+# ---------------------------------------------------------------- a block's summary
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a lower bound on the distance to any row of a block needs: per variable,
+    whether a null occurs and, for numeric ones, the min and max of the values
+    (NaN when every value is null)."""
+
+    nulls: np.ndarray  # bool
+    lo: np.ndarray  # float64
+    hi: np.ndarray  # float64
+
+
+def summarize(C: np.ndarray, space: Space) -> Summary:
+    """The summary of the encoded rows ``C`` (at least one row)."""
+    nan = np.isnan(C)
+    lo = np.full(space.n_vars, np.nan)
+    hi = np.full(space.n_vars, np.nan)
+    for v in range(space.n_vars):
+        vals = C[~nan[:, v], v]
+        if not space.is_cat[v] and vals.size:
+            lo[v], hi[v] = vals.min(), vals.max()
+    return Summary(nulls=nan.any(axis=0), lo=lo, hi=hi)
+
+
+def lower_bounds(Q: np.ndarray, s: Summary, space: Space) -> np.ndarray:
+    """For each query, a distance no row of the summarized block is below, in floating point.
+
+    ``Q`` is encoded against the block (``-1``: a category the block lacks). The terms' least
+    values are ``_term_bounds``'s, as in the index's trees: a summary is a box of two or more
+    points whose categorical codes lie in [0, inf), with a null among them when ``nulls``, and
+    every one null where a number has no min. A float difference is monotone in each operand,
+    so ``fl(lo - x)`` is at most ``fl(y - x)`` for every ``y >= lo``, and likewise the
+    division, the sum in the order of V and the division by |V|: the bound is at most the
+    distance the kernels compute, bit for bit (no margin needed)."""
+    allnull = np.isnan(s.lo) & ~space.is_cat
+    nnull = np.where(allnull, 2, s.nulls.astype(np.int64)).astype(np.int64)
+    lo = np.where(space.is_cat, 0.0, s.lo)
+    hi = np.where(space.is_cat, np.inf, s.hi)
+    return _summary_bounds(np.ascontiguousarray(Q, dtype=np.float64), np.ascontiguousarray(space.is_cat, dtype=np.bool_),
+                           np.ascontiguousarray(space.ranges, dtype=np.float64), lo, hi, nnull)
+
+
+@njit(cache=_CACHE)
+def _summary_bounds(Q, is_cat, ranges, lo, hi, nnull):
+    nq, nv = Q.shape
+    out = np.empty(nq)
+    for q in range(nq):
+        s = 0.0
+        for v in range(nv):
+            s += _term_bounds(Q[q, v], is_cat[v], ranges[v], lo[v], hi[v], nnull[v], 2)[0]
+        out[q] = s / nv
+    return out
