@@ -53,8 +53,8 @@ DEFAULTS: dict[str, Any] = {
         "block_size": 250_000,
         # repartition the queries into this many partitions (null: as read)
         "query_partitions": None,
-        # candidates per block from which a search starts with the home job (0: always)
-        "home_from": 50_000,
+        # deprecated and ignored: every search of several blocks starts with the home job
+        "home_from": None,
     },
 }
 
@@ -78,7 +78,6 @@ class SearchSettings:
     seed: int
     block_size: int  # candidates shipped to the executors per pass
     query_partitions: int | None  # repartition the queries (None: engine.search decides by their number)
-    home_from: int = 50_000  # candidates per block from which the first job is the home job
 
 
 @dataclass(frozen=True)
@@ -112,10 +111,6 @@ class Config:
     def query_partitions(self) -> int | None:
         return self.search.query_partitions
 
-    @property
-    def home_from(self) -> int:
-        return self.search.home_from
-
     def tables(self) -> list[tuple[str, TableSpec]]:
         """(role, spec) of the input tables given, originals first."""
         named = (("originals", self.originals), ("avatars", self.avatars), ("holdout", self.holdout))
@@ -148,8 +143,7 @@ class Config:
             "query_sample": self.query_sample,
             "secret_variables": None if self.secret_variables is None else list(self.secret_variables),
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
-            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions,
-                       "home_from": self.home_from},
+            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
         }
 
 

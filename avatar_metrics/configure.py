@@ -9,6 +9,7 @@ targets' defaults and ranges come from the registry), so it sits above them;
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -18,6 +19,8 @@ from .config import (
     load_yaml,
 )
 from .errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def load_config(path: str | Path | None = None, overrides=(), *, require_inputs: bool = True) -> Config:
@@ -100,7 +103,9 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     qp = merged["search"]["query_partitions"]
     if qp is not None:
         qp = int(_number(qp, "search.query_partitions", 1, 10**6, integer=True))
-    home_from = int(_number(merged["search"]["home_from"], "search.home_from", 0, 10**9, integer=True))
+    if merged["search"]["home_from"] is not None:
+        log.warning("search.home_from is deprecated and ignored: every search of several blocks now starts "
+                    "with the home job (remove the key from the configuration)")
 
     return Config(
         originals=_table(merged["originals"], "originals", require_inputs),
@@ -120,7 +125,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         local_cloaking_cap=cap,
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
-        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp, home_from=home_from),
+        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp),
         query_sample=sample,
         secret_variables=(None if merged["secret_variables"] is None
                           else _names(merged["secret_variables"], "secret_variables")),

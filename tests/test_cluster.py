@@ -29,7 +29,7 @@ def test_lost_executor(cluster, tmp_path, local_report):
     Knowledge target is exit 3 through spark-submit."""
     # (3 blocks, every search starting with the home job: the local report searched one
     # block, so the home job and the later jobs must give its states)
-    cfg = write_config(tmp_path, search={"block_size": 1000, "home_from": 0})
+    cfg = write_config(tmp_path, search={"block_size": 1000})
     log, events, ui = tmp_path / "job.log", tmp_path / "events", free_port()
     events.mkdir()
     job = cluster.submit(ROOT / "jobs" / "privacy_metrics.py", "--config", str(cfg), "--debug", "--fail-on-target",

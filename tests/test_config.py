@@ -64,8 +64,6 @@ def test_override_keeps_the_file_untouched():
         ({**MINIMAL, "holdout": {"pth": "h"}}, "holdout.pth"),
         ({**MINIMAL, "spark": {"master": 3}}, "spark.master"),
         ({**MINIMAL, "search": {"block_size": 0}}, "search.block_size"),
-        ({**MINIMAL, "search": {"home_from": -1}}, "search.home_from"),
-        ({**MINIMAL, "search": {"home_from": "always"}}, "search.home_from"),
         ({**MINIMAL, "row_key": 5}, "row_key"),
         *[({**MINIMAL, "local_cloaking_cap": bad}, "local_cloaking_cap") for bad in (0, -3, 2.5, "all", True)],
         *[({**MINIMAL, "query_sample": bad}, "query_sample") for bad in (0, -3, 2.5, "all", True, "", [5])],
@@ -185,3 +183,17 @@ def test_an_error_from_the_jvm_is_named_by_its_java_classes_not_its_message():
     text = describe(Py4JJavaError("An error occurred: the value 1234-secret"))
     assert text == "Py4JJavaError (org.apache.spark.SparkException <- java.lang.OutOfMemoryError)"
     assert describe(ValueError("1234-secret")) == "ValueError"
+
+
+@pytest.mark.parametrize("value", [0, 50000, "always"])
+def test_home_from_is_accepted_deprecated_and_ignored(caplog, value):
+    """search.home_from chose between two first jobs; one is left (the home job). A configuration
+    that still sets it runs, with a warning naming the key; one without it warns of nothing."""
+    with caplog.at_level("WARNING", logger="avatar_metrics"):
+        cfg = build_config({**MINIMAL, "search": {"home_from": value}})
+    assert "search.home_from is deprecated and ignored" in caplog.text
+    assert cfg.search == build_config(MINIMAL).search
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="avatar_metrics"):
+        build_config(MINIMAL)
+    assert "home_from" not in caplog.text

@@ -35,7 +35,7 @@ def expected(frames):
     return out
 
 
-def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None, home_from=50_000,
+def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None,
                with_stats=False, strategy=None):
     """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``."""
     cfg = as_config({"row_key": "rid"})
@@ -47,8 +47,7 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         res, stats = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
-                             search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
-                                                   home_from=home_from),
+                             search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions),
                              n_queries=n_queries, with_stats=True, strategy=strategy)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
@@ -76,16 +75,14 @@ def test_block_of_one_record_and_query_partitions(spark, frames, expected):
     assert run_search(spark, O, A, 1, 3, block_size=1, query_partitions=5) == want
 
 
-@pytest.mark.parametrize("first", ["sample", "home", "home in 3 shares"])
+@pytest.mark.parametrize("first", ["home", "home in 3 shares"])
 def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, first):
     """Two clusters apart on a category: blocks by locality hold one cluster each, and the
     queries of the other skip them (fewer visits than a full scan), with the same states;
-    the first job the sample block's (small blocks) or the home job, each block's queries
-    in one task (6 query partitions, 4 blocks) or 3."""
+    the home job's queries of a block in one task (6 query partitions, 4 blocks) or 3."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
-    home = first.startswith("home")
     strategy = S.Strategy(home_shares=lambda parts, n_blocks: 3) if first == "home in 3 shares" else None
     half = np.arange(N) < N // 2
     O = O.assign(cat2=np.where(half, "a", "b"))
@@ -99,30 +96,17 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, first):
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         # (the home job's output goes to the queries' 6 partitions: more than its 4 blocks)
-        got, st = run_search(spark, O, A, 1, 3, block_size=12, home_from=0 if home else 50_000,
-                             query_partitions=6 if home else None, with_stats=True, strategy=strategy)
+        got, st = run_search(spark, O, A, 1, 3, block_size=12, query_partitions=6, with_stats=True,
+                             strategy=strategy)
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", old)
     assert got == want
     assert (st.blocks, st.queries, st.full) == (4, N, 4 * N) and st.visits < st.full
     # every query's home holds candidates: one visit each in the first job (with its block's
     # candidates in each share of the home job)
-    assert st.first == ("home" if home else "sample") and st.first_visits == N
+    assert st.first == "home" and st.first_visits == N
     # the later jobs read only the queries the first job marked for their blocks
     assert 0 < st.later_rows < st.later_all_rows
-
-
-def test_an_empty_sample_block(spark, frames, expected):
-    """No sample block (small blocks: every query then has no home and is marked for every
-    block): the same states."""
-    import avatar_metrics.engine.search as S
-
-    O, A = frames
-    got, st = run_search(spark, O, A, 0, 2, block_size=10, with_stats=True,
-                         strategy=S.Strategy(in_sample=lambda hashed, n: S.F.lit(False)))
-    assert got == expected[0]
-    assert st.first == "sample" and st.first_visits == 0 and 0 < st.visits <= st.full
-    assert (st.later_rows, st.later_blocks, st.catalogued) == (st.later_all_rows, 4, 4)
 
 
 @pytest.mark.parametrize("homes", ["none", "farthest"])
@@ -139,7 +123,7 @@ def test_any_home(spark, frames, expected, homes):
         return np.asarray(need.blocks)[np.argmax(need.bounds(pdf, variables, space), axis=1)]
 
     O, A = frames
-    got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0, with_stats=True,
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, with_stats=True,
                          strategy=S.Strategy(homes=none if homes == "none" else farthest))
     assert got == expected[0]
     assert st.first == "home" and 0 < st.visits <= st.full and st.catalogued == 5
@@ -159,21 +143,20 @@ def test_a_candidate_left_out_of_the_blocks_is_an_error(spark, frames):
         run_search(spark, O, A, 0, 2, block_size=20, strategy=lose)
 
 
-@pytest.mark.parametrize("big,first", [(0, "sample"), (2, "home")])
-def test_a_block_too_large_goes_in_slices(spark, frames, expected, big, first):
-    """A block of more than twice search.block_size candidates (the sample block, or a range one
-    after the home job, which takes its home whole) goes in slices of about block_size, each
-    its own pass: the same states."""
+@pytest.mark.parametrize("big", [0, 2])
+def test_a_block_too_large_goes_in_slices(spark, frames, expected, big):
+    """A block of more than twice search.block_size candidates (the first, or one in the middle)
+    goes in slices of about block_size in the later jobs, each its own pass (the home job
+    takes its home whole): the same states."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
     real = S._by_locality
     crowd = S.Strategy(by_locality=lambda c, variables, n, **kw: real(c, variables, n, **kw).withColumn(
         "__am_block", S.F.when(S.F.col(ID) < 30, S.F.lit(big)).otherwise(S.F.col("__am_block"))))
-    got, st = run_search(spark, O, A, 0, 2, block_size=10, home_from=0 if first == "home" else 50_000,
-                         with_stats=True, strategy=crowd)
+    got, st = run_search(spark, O, A, 0, 2, block_size=10, with_stats=True, strategy=crowd)
     assert got == expected[0]
-    assert st.first == first and st.slices >= 2  # the 30 candidates of one block: 3 slices of 10
+    assert st.first == "home" and st.slices >= 2  # the 30 candidates of one block: 3 slices of 10
     assert st.fetched >= 2 and st.fetch_seconds > 0
 
 
@@ -331,7 +314,7 @@ def test_a_query_twice_in_the_first_job_is_an_error(spark, frames):
     O, A = frames
     twice = S.Strategy(ranged=lambda need, q: need.ranged(q).unionByName(need.ranged(q).limit(1)))
     with pytest.raises(RuntimeError, match=f"first job returned {N + 1} queries of {N}"):
-        run_search(spark, O, A, 0, 2, block_size=12, n_queries=N, home_from=0, strategy=twice)
+        run_search(spark, O, A, 0, 2, block_size=12, n_queries=N, strategy=twice)
 
 
 def test_a_block_beyond_its_summary_is_an_error(spark, frames):
@@ -390,7 +373,7 @@ def test_the_home_job_with_blocks_sharing_a_task(spark, frames, expected):
     old = spark.conf.get(key)
     spark.conf.set(key, "7")
     try:
-        got, st = run_search(spark, O, A, 2, 2, block_size=10, home_from=0, with_stats=True,
+        got, st = run_search(spark, O, A, 2, 2, block_size=10, with_stats=True,
                              strategy=S.Strategy(spread=lambda spark, n: {b: 0 for b in range(n)}))
     finally:
         spark.conf.set(key, old)

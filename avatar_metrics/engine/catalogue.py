@@ -1,5 +1,5 @@
 """The blocks' catalogue (``engine.search``): the candidates cut into blocks by locality
-(``_by_locality``, ``_locality_order``, the sample block of small blocks), each block's
+(``_by_locality``, ``_locality_order``), each block's
 summary and categorical values computed by Spark in one job (``_need`` -> ``Need``), the
 lower bounds and marks a query takes from them, where its sort key falls among the
 blocks (``Need.ranged``), and its home block (``_homes``)."""
@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from ..io import ID, col
+from ..io import ID
 from ..kernels.gower import Space
 from ..kernels.terms import Summary, lower_bounds
 
@@ -73,31 +73,18 @@ def _sort_key(order: Sequence[str]):
     return F.struct(*[F.col(x).alias(x) for x in order], F.xxhash64(F.col(ID)).alias(HASHED))
 
 
-def _in_sample(hashed, n_blocks: int):
-    """Whether a candidate goes to the sample block (tests empty it)."""
-    return F.pmod(hashed, F.lit(n_blocks)) == 0
-
-
-def _by_locality(c: DataFrame, variables, n_blocks: int, sample: bool = False,
-                 order: Sequence[str] | None = None, in_sample=_in_sample) -> DataFrame:
+def _by_locality(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = None) -> DataFrame:
     """The candidates with ``__am_block``: ranges of the candidates sorted by their
     categories, those of most levels first, then their numbers (then a hash of
     the id, so that equal records spread over blocks): ``_locality_order``, unless
     ``order`` is given. Records of a block share
     values, so a block's summary bounds the distance of a query far from them
-    well. With ``sample``, block 0 is a sample instead (a hash of the id picks
-    one candidate in ``n_blocks``) and the ranges are blocks 1 on. Which block
-    a record lands in never changes a result, only the work."""
+    well. Which block a record lands in never changes a result, only the work."""
     order = _locality_order(c, variables) if order is None else order
-    hashed = F.xxhash64(F.col(ID))
-    keys = [_sort_key(order)]  # (one struct: ``Need.ranged`` compares it with each block's least)
-    # (Spark may make fewer ranges than asked, never more; the least() keeps every id among the blocks)
-    if not sample:
-        return c.repartitionByRange(n_blocks, *keys).withColumn(
-            "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
-    return c.repartitionByRange(n_blocks - 1, *keys).withColumn(
-        "__am_block", F.when(in_sample(hashed, n_blocks), F.lit(0))
-        .otherwise(F.least(F.spark_partition_id() + 1, F.lit(n_blocks - 1))))
+    # (one struct: ``Need.ranged`` compares it with each block's least; Spark may make fewer
+    # ranges than asked, never more; the least() keeps every id among the blocks)
+    return c.repartitionByRange(n_blocks, _sort_key(order)).withColumn(
+        "__am_block", F.least(F.spark_partition_id(), F.lit(n_blocks - 1)))
 
 
 # The blocks each query must search after its home, as bits of long columns

@@ -112,15 +112,13 @@ def _index_of(block: Block, space: Space) -> CandidateIndex:
 
 
 def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, salt: int, schema,
-          fold: Fold, need: Need | None = None) -> DataFrame:
+          fold: Fold) -> DataFrame:
     """One pass: fold a block (or a slice of block ``b``) of candidates into the state carried by the queries.
 
     With a block summary, only the queries whose reach the block's lower bound
     does not exceed search it (``VISITS`` counts them), and not those whose
     home block it is (the first job folded it); the block cannot change the
-    others' results, so skipping it is exact. With ``need`` (the last pass of
-    the sample block's job), block ``b`` becomes every query's home and each
-    query's reach marks the other blocks it must search (``Need.bits``).
+    others' results, so skipping it is exact.
     """
     def run(batches):
         for pdf in _rechunk(batches, QUERY_CHUNK):
@@ -140,8 +138,6 @@ def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, sal
                 for c in fold.columns:
                     pdf.loc[keep, c] = sub[c].to_numpy()
             pdf[VISITS] = pdf[VISITS].to_numpy() + keep
-            if need is not None:
-                _mark(need, pdf, variables, fold.reach(pdf), space, b)
             yield pdf
 
     return queries.mapInPandas(run, schema)

@@ -1,7 +1,6 @@
 """The first job of a search with several blocks (``engine.search``): the home job (each
 query folds its home block, the blocks' queries split into shares over tasks, one
-shuffle: ``_home_job``, ``_home_shares``, ``_spread``), or for small blocks the sample
-block's job (``_sample_job``)."""
+shuffle: ``_home_job``, ``_home_shares``, ``_spread``)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ from pyspark.sql import functions as F
 from ..io import ID
 from ..kernels.index import CandidateIndex
 
-from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, _blocks, _encoded, _rechunk, encode_queries
-from .catalogue import NEED_BITS, Need, RANGED
-from .folds import _mark, _pass
+from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, _encoded, _rechunk, encode_queries
+from .catalogue import Need, RANGED
+from .folds import _mark
 
 if TYPE_CHECKING:
     from .search import _Run
@@ -149,20 +148,3 @@ GROUP_KEY = "__am_where"
 
 
 SHARE = "__am_share"  # which of its block's tasks a row goes to
-
-
-def _sample_job(run: _Run, start: DataFrame, c: DataFrame, need: Need) -> DataFrame:
-    """The first job of a search by small blocks: every query folds the sample block (block 0,
-    in one or more slices), which becomes its home, and marks the other blocks it must
-    search from its reach there (on the last slice's pass)."""
-    state = start
-    pieces = list(_blocks(c, [0], run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch))
-    for k, (block, n_rows, b) in enumerate(pieces):
-        need.check(b, block)
-        state = _pass(state, block, b, run.variables, run.space, run.salt, start.schema, run.fold,
-                      need if k == len(pieces) - 1 else None)
-    if not pieces:  # an empty sample block: no home, every query marked for every block
-        state = state.select(*[F.lit(-1).cast("long").alias(HOME) if x == HOME else
-                               F.lit((1 << NEED_BITS) - 1).cast("long").alias(x) if x in need.columns else x
-                               for x in start.columns])
-    return state

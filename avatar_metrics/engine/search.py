@@ -18,14 +18,11 @@ occurs, and the min and max of a number; ``Need``: and the categories it
 holds), computed by Spark before any block is fetched, from which a lower
 bound on the distance from a query to any of its records follows, safe in
 floating point (``kernels.terms.lower_bounds``). The first job gives each
-query a home block and folds it: with blocks of ``search.home_from``
-candidates or more it is the home job (each query's home one of least lower
-bound, of tied ones the block whose range of the blocks' sort holds the
-query's own key; a block's queries split over tasks by a hash of their id, half as
-many tasks in all as query partitions or more, each receiving the block's
-candidates and its queries in one shuffle); with smaller blocks, block 0 is
-a sample (a hash of the id picks one candidate in ``n_blocks``), every
-query's home, folded in one pass over the queries. The second distance the home gives a
+query a home block and folds it, the home job: each query's home is one of
+least lower bound, of tied ones the block whose range of the blocks' sort
+holds the query's own key; a block's queries split over tasks by a hash of
+their id, half as many tasks in all as query partitions or more, each
+receiving the block's candidates and its queries in one shuffle. The second distance the home gives a
 query bounds its final one from above, so a later block whose lower bound
 exceeds that (or the query's second distance so far) cannot change the
 query's result; a count within a radius needs only the blocks within its
@@ -72,14 +69,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import SearchSettings
-from ..io import ID, col
+from ..io import ID
 from ..kernels.gower import Space, search_salt
 from ..schema import Variable
 
 from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, _blocks, _materialize, _select, closure_cap, is_connect
-from .catalogue import Need, _by_locality, _homes, _in_sample, _locality_order, _need
+from .catalogue import Need, _by_locality, _homes, _locality_order, _need
 from .folds import Fold, NEAREST, WITHIN, _pass, _within_reach, _within_step
-from .homes import _home_job, _home_shares, _sample_job, _spread
+from .homes import _home_job, _home_shares, _spread
 
 
 log = logging.getLogger(__name__)
@@ -211,7 +208,7 @@ class SearchStats:
 
     name: str
     blocks: int = 0  # candidate blocks
-    first: str = "scan"  # the first job: "scan" (one block), "home" or "sample"
+    first: str = "scan"  # the first job: "scan" (one block) or "home"
     queries: int = 0  # queries the first job returned
     first_visits: int = 0  # (query, block) visits of the first job
     visits: int = 0  # (query, block) visits in all
@@ -298,32 +295,25 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
 def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     """Blocks by locality: a first job gives each query a home block and marks the other
     blocks it must search; the later jobs fetch only the blocks some query is marked for,
-    and read only the queries marked for them. The first job is the home job (each query
-    its block of least lower bound) when blocks hold ``search.home_from`` candidates or
-    more, else the sample block's (every query's home the sample block): a home job costs
-    a shuffle and a task per block, more than it saves on small blocks. The chains' states
-    (the first job's first), and what to unpersist."""
-    home = run.n_candidates / n_blocks >= run.settings.home_from
+    and read only the queries marked for them. The first job is the home job: each query
+    folds its block of least lower bound. The chains' states (the first job's first), and
+    what to unpersist."""
     order = _locality_order(c, run.variables)
-    c = run.strategy.by_locality(c, run.variables, n_blocks, sample=not home, order=order,
-                                 in_sample=run.strategy.in_sample).cache()
+    c = run.strategy.by_locality(c, run.variables, n_blocks, order=order).cache()
     try:
         # (the home job picks, among a query's blocks of least bound, the one whose range holds it)
-        need = run.strategy.need(c, run.variables, n_blocks, order=order if home else None)
+        need = run.strategy.need(c, run.variables, n_blocks, order=order)
         run.done = sum(need.rows)
         run.check_count()  # before any work: a candidate in no block
         start = initial.select("*", F.lit(-1).cast("long").alias(HOME),
                                *[F.lit(0).cast("long").alias(x) for x in need.columns])
-        if home:
-            # the later jobs run on the first job's partitions: by a hash of the id, not by
-            # home (the queries marked for a block mostly share a few homes, so partitions by
-            # home leave one task with a later job's work: seen at 5,000,000 in the event log)
-            first = _home_job(run, start, c, need, n_blocks).repartition(run.parts or n_blocks, ID)
-            what = f"home blocks ({len(need.blocks)})"
-        else:
-            first, what = _sample_job(run, start, c, need), f"sample block of {n_blocks}"
+        # the later jobs run on the first job's partitions: by a hash of the id, not by
+        # home (the queries marked for a block mostly share a few homes, so partitions by
+        # home leave one task with a later job's work: seen at 5,000,000 in the event log)
+        first = _home_job(run, start, c, need, n_blocks).repartition(run.parts or n_blocks, ID)
+        what = f"home blocks ({len(need.blocks)})"
         first, rows, run.visits = _materialize(first, run.remote)
-        run.stats.first, run.stats.first_visits = ("home" if home else "sample"), run.visits
+        run.stats.first, run.stats.first_visits = "home", run.visits
         if run.n_queries is not None and rows != run.n_queries:
             # a query twice (or lost) in the first job would give a wrong result
             raise RuntimeError(f"search {run.name}: the first job returned {rows} queries of {run.n_queries}; "
@@ -385,7 +375,6 @@ class Strategy:
 
     homes: Callable = _homes  # (need, queries, variables, space) -> each query's home block
     by_locality: Callable = _by_locality  # the candidates with their block
-    in_sample: Callable = _in_sample  # (hashed id, blocks) -> whether it goes to the sample block
     need: Callable = _need  # the blocks' summaries
     ranged: Callable = Need.ranged  # (need, queries) -> the queries with the block their sort key falls in
     spread: Callable = _spread  # (spark, tasks) -> a shuffle key per home job task
