@@ -137,10 +137,8 @@ def test_percentiles_by_counting_every_path(spark, monkeypatch, buckets, collect
     import avatar_metrics.engine.aggregate as A
     import reference as ref
 
-    monkeypatch.setattr(A, "BUCKETS", buckets)
-    monkeypatch.setattr(A, "COLLECT", collect)
-    monkeypatch.setattr(A, "ROUNDS", rounds)  # 2: some elements are left to percentile_disc
-    late = []
+    counting = A.Counting(buckets=buckets, collect=collect, rounds=rounds)  # 2 rounds: some elements left
+    late = []  # to percentile_disc (a spy records its calls)
     real = A._disc
     monkeypatch.setattr(A, "_disc", lambda df, plan: late.append(sorted(plan)) or real(df, plan))
     rng = np.random.default_rng(buckets)
@@ -154,9 +152,9 @@ def test_percentiles_by_counting_every_path(spark, monkeypatch, buckets, collect
     }
     df = spark.createDataFrame(pd.DataFrame(cols).astype({"nulls": "float64"})).repartition(3)
     qs = [0, 5, 37.5, 50, 95, 100]
-    got = A.percentiles_of(df, {c: qs for c in cols})
+    got = A.percentiles_of(df, {c: qs for c in cols}, counting)
     ranks = {c: [0, 1, 7, len(x[~np.isnan(np.asarray(x, dtype=float))]) - 1] for c, x in cols.items()}
-    elements = A.elements_of(df, ranks)  # elements by rank (Membership's 1 % point), the same machinery
+    elements = A.elements_of(df, ranks, counting)  # elements by rank (Membership's 1 % point), the same machinery
     for c, x in cols.items():
         x = np.asarray(x, dtype=float)
         x = x[~np.isnan(x)]

@@ -175,13 +175,10 @@ HOWS = ("index", "flat", "auto")
 
 
 @pytest.fixture
-def race_always(monkeypatch):
-    monkeypatch.setattr(IX, "RACE_MIN_QUERIES", 1)
+def race_always():
     # and stopped after its first query whenever the two ways' times differ: the rest of the
     # sample must still be searched by the winner
-    monkeypatch.setattr(IX, "RACE_DECIDE", 1)
-    monkeypatch.setattr(IX, "RACE_EARLY", 1)
-    monkeypatch.setattr(IX, "RACE_MARGIN", 1.0)
+    return {"race_min_queries": 1, "race_decide": 1, "race_early": 1, "race_margin": 1.0}
 
 
 # the trees of boxes over large groups: as the job builds them (groups of 64 points or more, none in
@@ -191,26 +188,25 @@ TREES = {"none": None, "leaf1": (2, 1), "leaf2": (2, 2)}
 
 
 @pytest.fixture(params=list(TREES))
-def trees(request, monkeypatch):
-    if TREES[request.param]:
-        monkeypatch.setattr(IX, "TREE_MIN", TREES[request.param][0])
-        monkeypatch.setattr(IX, "TREE_LEAF", TREES[request.param][1])
-        monkeypatch.setattr(IX, "OUTER_LEAF", TREES[request.param][1])
-    return request.param
+def trees(request):
+    if not TREES[request.param]:
+        return {}
+    least, leaf = TREES[request.param]
+    return {"tree_min": least, "tree_leaf": leaf, "outer_leaf": leaf}
 
 
-def built(C, cids, space):
-    idx = CandidateIndex(C, cids, space)
-    # a tree over every group of TREE_MIN points or more with values on two numeric variables or
+def built(C, cids, space, tuning=IX.TUNING):
+    idx = CandidateIndex(C, cids, space, tuning)
+    # a tree over every group of tree_min points or more with values on two numeric variables or
     # more, and over no other (with one, the sorted scan meets the points in order of distance)
     numeric = ~space.is_cat & (space.ranges > 0)
     valued = (~np.isnan(idx.P[idx.gstart][:, numeric])).sum(axis=1) if idx.gstart.size else np.zeros(0)
-    assert np.array_equal(idx.tree[6] >= 0, (idx.gstop - idx.gstart >= IX.TREE_MIN) & (valued >= 2))
+    assert np.array_equal(idx.tree[6] >= 0, (idx.gstop - idx.gstart >= tuning.tree_min) & (valued >= 2))
     return idx
 
 
-def index_search(Q, qids, C, cids, space, salt, state=None, how="auto"):
-    return built(C, cids, space).search(Q, qids, salt, state, how=how)
+def index_search(Q, qids, C, cids, space, salt, state=None, how="auto", tuning=IX.TUNING):
+    return built(C, cids, space, tuning).search(Q, qids, salt, state, how=how)
 
 
 @pytest.mark.parametrize("subset", range(len(SUBSETS)))
@@ -263,21 +259,22 @@ def test_index_equals_plain_kernel_on_random_layouts(seed, race_always, trees):
     compiled = IX.plain_search(Q, qids, C, cids, space, salt)
     for f in ("d1", "d2", "n1", "cid", "key"):
         assert np.array_equal(getattr(compiled, f), getattr(plain, f)), f
+    tuning = IX.Tuning(**race_always, **trees)
     for how in HOWS:
-        fast = index_search(Q, qids, C, cids, space, salt, how=how)
+        fast = index_search(Q, qids, C, cids, space, salt, how=how, tuning=tuning)
         for f in ("d1", "d2", "n1", "cid", "key"):
             assert np.array_equal(getattr(fast, f), getattr(plain, f)), (how, f)
         # a state carried in from another block merges exactly too
         half = nc // 2
-        first = index_search(Q, qids, C[:half], cids[:half], space, salt, how=how)
-        both = index_search(Q, qids, C[half:], cids[half:], space, salt, first, how=how)
+        first = index_search(Q, qids, C[:half], cids[:half], space, salt, how=how, tuning=tuning)
+        both = index_search(Q, qids, C[half:], cids[half:], space, salt, first, how=how, tuning=tuning)
         for f in ("d1", "d2", "n1", "cid", "key"):
             assert np.array_equal(getattr(both, f), getattr(plain, f)), (how, f)
         # a later pass started from the first part's reach (d1 = inf, d2 = its second distance),
         # as the engine's later chains start: merged with the first part, exact
         bound = K.State.empty(nq)
         bound.d2[:] = first.d2
-        rest = index_search(Q, qids, C[half:], cids[half:], space, salt, bound, how=how)
+        rest = index_search(Q, qids, C[half:], cids[half:], space, salt, bound, how=how, tuning=tuning)
         assert (rest.d2 <= first.d2).all() and (np.isinf(rest.d1) | (rest.d1 <= first.d2)).all(), how
         merged = B.merge(first, rest)
         for f in ("d1", "d2", "n1", "cid", "key"):
@@ -330,7 +327,8 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
     assert list(zip(*(a.tolist() for a in plain))) == want
     got = IX.plain_within(Q, qids, C, cids, space, salt, radius)
     assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want
-    idx = built(C, cids, space)
+    tuning = IX.Tuning(**race_always, **trees)
+    idx = built(C, cids, space, tuning)
     for how in HOWS:
         got = idx.within(Q, qids, salt, radius, how=how)
         assert list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist())) == want, how
@@ -346,14 +344,14 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
             assert np.array_equal(got.lt > 0, want_lt > 0), (how, cap)
             rows = list(zip(got.le.tolist(), got.lt.tolist(), got.key.tolist(), got.cid.tolist()))
             assert [r for r, f in zip(rows, free) if f] == [w for w, f in zip(want, free) if f], (how, cap)
-        parts = [CandidateIndex(C[s], cids[s], space).within(Q, qids, salt, radius, cap=cap)
+        parts = [CandidateIndex(C[s], cids[s], space, tuning).within(Q, qids, salt, radius, cap=cap)
                  for s in (slice(0, half), slice(half, nc)) if C[s].shape[0]]
         assert np.array_equal(np.minimum(sum(p.le for p in parts), cap + 1), np.minimum(want_le, cap + 1)), cap
         # the counts of earlier blocks count toward the cap (``base``), as the engine's later passes
         # give them: a query already past its cap counts nothing more, the others as before
         if half:
-            first = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius, cap=cap)
-            rest = CandidateIndex(C[half:], cids[half:], space)
+            first = CandidateIndex(C[:half], cids[:half], space, tuning).within(Q, qids, salt, radius, cap=cap)
+            rest = CandidateIndex(C[half:], cids[half:], space, tuning)
             for how in HOWS:
                 second = rest.within(Q, qids, salt, radius, how=how, cap=cap, base=(first.le, first.lt))
                 le, lt = first.le + second.le, first.lt + second.lt
@@ -363,8 +361,8 @@ def test_within_index_equals_plain_kernel(seed, race_always, trees):
                 done = (first.le > cap) & (first.lt > 0)
                 assert (second.le[done] == 0).all() and (second.lt[done] == 0).all(), (how, cap)
     # counts of two blocks add up, winners take the smallest
-    a = CandidateIndex(C[:half], cids[:half], space).within(Q, qids, salt, radius) if half else None
-    b = CandidateIndex(C[half:], cids[half:], space).within(Q, qids, salt, radius)
+    a = CandidateIndex(C[:half], cids[:half], space, tuning).within(Q, qids, salt, radius) if half else None
+    b = CandidateIndex(C[half:], cids[half:], space, tuning).within(Q, qids, salt, radius)
     if a is not None:
         take = (a.key < b.key) | ((a.key == b.key) & (a.cid < b.cid))
         merged = list(zip((a.le + b.le).tolist(), (a.lt + b.lt).tolist(), np.where(take, a.key, b.key).tolist(),
@@ -408,7 +406,7 @@ def test_race_times_the_plain_scan_from_the_state_before_the_sample(monkeypatch)
     space = K.Space(is_cat=np.array([True, False]), ranges=np.array([0.0, 1.0]))
     C = np.c_[rng.integers(0, 3, 2000), rng.integers(0, 5, 2000) / 4]
     Q = np.c_[rng.integers(0, 3, 600), rng.random(600)]
-    idx = built(C, np.arange(2000, dtype=np.int64), space)
+    idx = built(C, np.arange(2000, dtype=np.int64), space, IX.Tuning(race_min_queries=1))
     seen = []
     real = IX._flat
 
@@ -417,13 +415,12 @@ def test_race_times_the_plain_scan_from_the_state_before_the_sample(monkeypatch)
             seen.append((qsel.copy(), a[qsel].copy(), lim[qsel].copy()))
         return real(Qa, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, *rest)
 
-    monkeypatch.setattr(IX, "_flat", recording)
-    monkeypatch.setattr(IX, "RACE_MIN_QUERIES", 1)
+    monkeypatch.setattr(IX, "_flat", recording)  # (a spy: it records the plain scan's calls)
     IX._warm_up()
     carried = IX.plain_search(Q, np.arange(600), C[:50], np.arange(50, dtype=np.int64) + 10**6, space, 9)
     before = (carried.d1.copy(), carried.d2.copy())
     got = idx.search(Q, np.arange(600), 9, carried, how="auto")
-    races = [s for s in seen if s[0].size < Q.shape[0] // IX.RACE_STRIDE + 1]
+    races = [s for s in seen if s[0].size < Q.shape[0] // IX.TUNING.race_stride + 1]
     assert races  # the race ran the plain scan on the sample
     for qsel, d1, d2 in races:
         assert np.array_equal(d1, before[0][qsel]) and np.array_equal(d2, before[1][qsel])
@@ -435,7 +432,7 @@ def test_race_times_the_plain_scan_from_the_state_before_the_sample(monkeypatch)
 @pytest.mark.parametrize("seed", range(3))
 def test_trees_at_their_real_size(seed):
     """Groups of thousands of points, searched through trees of the job's own sizes (leaves of
-    TREE_LEAF points, many levels): nearest and within equal the plain compiled kernel, with
+    tree_leaf points, many levels): nearest and within equal the plain compiled kernel, with
     rounded values (ties), nulls in a numeric variable, and a state carried from another block."""
     rng = np.random.default_rng(50 + seed)
     nq, nc, nv = 400, 6000, 7
@@ -503,14 +500,13 @@ def test_profiles_of_many_levels_walk_far_groups_exactly():
 
 
 @pytest.mark.parametrize("weak", ["zero", "parity"])
-def test_lookups_one_position_away_survive_hash_collisions(monkeypatch, weak):
+def test_lookups_one_position_away_survive_hash_collisions(weak):
     """The lookups one position away match 64-bit hashes of the profiles without a position
-    (``_code_hashes``); the walk checks the codes of each group it takes from them. With a
+    (``Tuning.code_hashes``); the walk checks the codes of each group it takes from them. With a
     hash that collides everywhere (every group in every lookup) or often (codes' parity), the
     index still equals the plain compiled kernel."""
     hashes = {"zero": lambda codes: np.zeros(codes.shape, dtype=np.uint64),
               "parity": lambda codes: (codes.astype(np.int64) % 2).astype(np.uint64)}[weak]
-    monkeypatch.setattr(IX, "_code_hashes", hashes)
     rng = np.random.default_rng(11)
     nc, nq = 3000, 200
     is_cat = np.array([True, True, False, True, False])
@@ -526,7 +522,7 @@ def test_lookups_one_position_away_survive_hash_collisions(monkeypatch, weak):
     qids = np.arange(nq, dtype=np.int64)
     cids = np.arange(nc, dtype=np.int64) + 10**6
     salt = K.search_salt(5, "h")
-    idx = built(C, cids, space)
+    idx = built(C, cids, space, IX.Tuning(code_hashes=hashes))
     want = IX.plain_search(Q, qids, C, cids, space, salt)
     got = idx.search(Q, qids, salt, how="index")
     for f in ("d1", "d2", "n1", "cid", "key"):

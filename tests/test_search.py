@@ -268,6 +268,24 @@ def test_marks_cover_every_candidate_within_reach(spark, frames, max_levels, tri
     assert (lb[np.arange(len(lb)), [need.blocks.index(b) for b in home]] == lb.min(axis=1)).all()
 
 
+def test_a_block_of_too_many_values_is_counted_before_any_is_collected(spark):
+    """``collect_set`` holds every distinct value of a block before its slice to max_levels + 1:
+    the blocks of too many values are found first by an approximate count (``_many_levels``)
+    and left out of it (no list: any value may occur); a block of a few values more than
+    max_levels, under the count's margin, is sliced as before (no list either); the lists of the
+    others are whole, an all-null column's empty."""
+    variables = [Variable("a", "categorical"), Variable("b", "categorical")]
+    rows = ([(i, 0, f"id{i}", "x") for i in range(400)] + [(1000 + i, 1, f"c{i % 3}", None) for i in range(50)]
+            + [(2000 + i, 2, f"m{i % 15}", "y") for i in range(60)])
+    c = spark.createDataFrame(rows, f"{ID} long, __am_block int, v0 string, v1 string")
+    assert C._many_levels(c, variables, 10) == {0: [0], 1: []}
+    need = C._need(c, variables, 3, max_levels=10)
+    assert need.blocks == [0, 1, 2]
+    assert need.values[0] == [None, ["x"]]
+    assert sorted(need.values[1][0]) == ["c0", "c1", "c2"] and need.values[1][1] == []
+    assert need.values[2] == [None, ["y"]]
+
+
 @pytest.mark.parametrize("subset,n_blocks", [(0, 6), (1, 4), (2, 3)])
 def test_a_record_ranges_into_its_own_block(spark, frames, subset, n_blocks):
     """``Need.ranged``, from each block's least sort key: every candidate, taken as a query, is

@@ -120,14 +120,23 @@ def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | N
     return percentiles_of(df, {column: qs})[column]
 
 
-# Buckets per column and round of ``percentiles_of``; a bucket of more values than
-# COLLECT that holds the element sought is cut again rather than collected
-BUCKETS = 4096
-COLLECT = 100_000
-ROUNDS = 8
+@dataclass(frozen=True)
+class Counting:
+    """How ``percentiles_of`` counts: buckets per column and round; a bucket of more values than
+    ``collect`` that holds the element sought is cut again rather than collected; after
+    ``rounds`` rounds, what is left goes to ``percentile_disc``. The work changes with them,
+    never a result (the tests take every path with small ones)."""
+
+    buckets: int = 4096
+    collect: int = 100_000
+    rounds: int = 8
 
 
-def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict[str, tuple[list[float | None], int]]:
+COUNTING = Counting()
+
+
+def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]],
+                   counting: Counting = COUNTING) -> dict[str, tuple[list[float | None], int]]:
     """``midpoint_percentiles`` of several columns, each element found by counting, not sorting.
 
     Null values are left out. The first action counts each column's values and
@@ -135,12 +144,12 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict
     the ranges still sought in equal-width buckets (monotone in the value, so
     each bucket is the range [its min, its max]), and the element of rank k
     lies in the bucket where the counts pass k. A bucket of one value gives it;
-    one of at most ``COLLECT`` values sends them, with their counts, to the
+    one of at most ``counting.collect`` values sends them, with their counts, to the
     driver, which ranks them; a larger one is cut again in the next round.
     Spark's ``percentile_disc`` brings every distinct value of a column, with
     its count, to one task; this reads the table a few times and keeps counts. Columns with
     NaN or infinite values take ``percentile_disc`` (its order: NaN last), and
-    so do the elements not found in ``ROUNDS`` rounds (values spread over
+    so do the elements not found in ``counting.rounds`` rounds (values spread over
     many orders of magnitude).
     """
     names = list(wanted)
@@ -149,21 +158,22 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]]) -> dict
     for c in names:
         m = first[c][0]
         plan[c] = (m, [(math.floor((m - 1) * q / 100), math.ceil((m - 1) * q / 100)) for q in wanted[c]])
-    found = _elements(df, first, {c: _ranks(pairs) for c, (m, pairs) in plan.items() if m})
+    found = _elements(df, first, {c: _ranks(pairs) for c, (m, pairs) in plan.items() if m}, counting)
     out = {}
     for c, (m, pairs) in plan.items():
         out[c] = ([(found[(c, lo)] + found[(c, hi)]) / 2 for lo, hi in pairs] if m else [None for _ in pairs], m)
     return out
 
 
-def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], float]:
+def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]],
+                counting: Counting = COUNTING) -> dict[tuple[str, int], float]:
     """The elements of 0-based rank k, for each k of ``ranks[c]``, among the non-null values of each
     column c (as ``percentiles_of`` finds them: by counting): ``{(c, k): value}``."""
     first = _first(df, list(ranks))
     for c, ks in ranks.items():
         if any(not 0 <= k < first[c][0] for k in ks):
             raise ValueError(f"ranks {list(ks)} of {c}: it has {first[c][0]} values")
-    return _elements(df, first, {c: sorted(set(ks)) for c, ks in ranks.items() if ks})
+    return _elements(df, first, {c: sorted(set(ks)) for c, ks in ranks.items() if ks}, counting)
 
 
 def _first(df: DataFrame, names: Sequence[str]) -> dict[str, tuple]:
@@ -174,7 +184,7 @@ def _first(df: DataFrame, names: Sequence[str]) -> dict[str, tuple]:
     return {c: (int(row[f"m{i}"]), row[f"lo{i}"], row[f"hi{i}"], row[f"nan{i}"], i) for i, c in enumerate(names)}
 
 
-def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]]) -> dict:
+def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]], counting: Counting) -> dict:
     """The elements of the given ranks, by rounds of counting (``percentiles_of``)."""
     sought, slow = {}, []
     for c, ks in ranks.items():
@@ -187,11 +197,11 @@ def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]]) ->
             sought[(c, k)] = (lo, hi, k)  # the element of rank k among the values in [lo, hi]
     plan = lambda cs: {c: (first[c][4], first[c][0], ranks[c]) for c in cs}
     found = _disc(df, plan(slow)) if slow else {}
-    for _ in range(ROUNDS):
+    for _ in range(counting.rounds):
         if not sought:
             break
-        found.update(_bucket_round(df, sought))
-    if sought:  # values spread over many scales (each round narrows by BUCKETS): percentile_disc
+        found.update(_bucket_round(df, sought, counting))
+    if sought:  # values spread over many scales (each round narrows by the buckets): percentile_disc
         late = {c for c, _ in sought}
         found.update({key: v for key, v in _disc(df, plan(late)).items() if key in sought})
     return found
@@ -207,17 +217,18 @@ def _tagged(df: DataFrame, tagged: list) -> DataFrame:
     return df.select(F.explode(F.filter(F.array(*tagged), lambda t: t.isNotNull())).alias("t"))
 
 
-def _bucket_round(df: DataFrame, sought: dict) -> dict:
+def _bucket_round(df: DataFrame, sought: dict, counting: Counting) -> dict:
     """One round of ``percentiles_of``: finds what it can of ``sought`` and narrows the rest in place."""
     ranges = sorted({(key[0], lo, hi) for key, (lo, hi, _) in sought.items()})
     number = {rng: r for r, rng in enumerate(ranges)}
     tagged = []
     for r, (c, lo, hi) in enumerate(ranges):
         x = col(c).cast("double")
-        width = hi / BUCKETS - lo / BUCKETS if hi > lo else 1.0  # finite; hi - lo may overflow
+        buckets = counting.buckets
+        width = hi / buckets - lo / buckets if hi > lo else 1.0  # finite; hi - lo may overflow
         width = width if width > 0 else hi - lo
         # monotone in x: a difference, a division by a positive number, a clamp and floor all are
-        b = F.floor(F.least((x - F.lit(lo)) / F.lit(width), F.lit(float(BUCKETS - 1)))).cast("int")
+        b = F.floor(F.least((x - F.lit(lo)) / F.lit(width), F.lit(float(buckets - 1)))).cast("int")
         tagged.append(F.when(x.between(lo, hi), F.struct(F.lit(r).alias("r"), b.alias("b"), x.alias("x"))))
     cells = (_tagged(df, tagged)
              .groupBy(F.col("t.r").alias("r"), F.col("t.b").alias("b"))
@@ -239,7 +250,7 @@ def _bucket_round(df: DataFrame, sought: dict) -> dict:
         if blo == bhi:
             found[key] = float(blo)
             del sought[key]
-        elif n <= COLLECT:
+        elif n <= counting.collect:
             collect.setdefault((key[0], float(blo), float(bhi)), []).append((key, k - before))
             del sought[key]
         else:

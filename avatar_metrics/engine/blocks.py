@@ -1,6 +1,7 @@
 """The search's blocks of candidates and how they travel (``engine.search``): the
-variables selected and encoded in one layout for blocks and queries (``encode_block``,
-``encode_queries``: categorical values as codes of the block), the driver's fetching of
+variables selected and encoded in one layout for blocks, queries, pairs and the blocks'
+summaries (``encode``; ``encode_block``, ``encode_queries``: categorical values as codes of
+the block), the driver's fetching of
 a block, its slices when it is too large for one pass or for a Spark Connect message
 (``_blocks``, ``closure_cap``), materializing a chain (a cache, or a local checkpoint
 under Spark Connect), and the names of the columns the passes carry."""
@@ -55,34 +56,38 @@ class Block:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this block in the workers' cache
 
 
-def encode_block(pdf: pd.DataFrame, variables: Sequence[Variable]) -> Block:
-    n = len(pdf)
-    C = np.empty((n, len(variables)))
-    uniques = []
+def encode(pdf: pd.DataFrame, variables: Sequence[Variable], codes, prefix: str = "v") -> np.ndarray:
+    """The one encoding of records for the kernels (``kernels.gower``): a float64 matrix, a
+    column per variable in the order of V (``pdf``'s ``v0, v1, ...``, or another ``prefix``).
+    A number as float64, a category as the integer ``codes(i, column)`` gives its values (-1:
+    one the other side lacks), null as NaN."""
+    X = np.empty((len(pdf), len(variables)))
     for i, v in enumerate(variables):
-        col = pdf[f"v{i}"]
+        col = pdf[f"{prefix}{i}"]
         if v.kind == "numeric":
-            C[:, i] = col.to_numpy(dtype="float64", na_value=np.nan)
-            uniques.append(None)
+            X[:, i] = col.to_numpy(dtype="float64", na_value=np.nan)
         else:
-            codes, uniq = pd.factorize(col, use_na_sentinel=True)
-            C[:, i] = np.where(codes < 0, np.nan, codes.astype(np.float64))
-            uniques.append(pd.Index(uniq))
+            X[:, i] = np.where(col.isna().to_numpy(), np.nan, np.asarray(codes(i, col), dtype=np.float64))
+    return X
+
+
+def encode_block(pdf: pd.DataFrame, variables: Sequence[Variable]) -> Block:
+    """A block of candidates: categories as codes of the block's own values (``uniques``)."""
+    uniques = [None] * len(variables)
+
+    def own(i, col):
+        codes, uniques[i] = pd.factorize(col, use_na_sentinel=True)
+        uniques[i] = pd.Index(uniques[i])
+        return codes
+
+    C = encode(pdf, variables, own)
     return Block(C=C, cids=pdf[ID].to_numpy(dtype=np.int64), uniques=uniques)
 
 
 def encode_queries(pdf: pd.DataFrame, variables: Sequence[Variable], block: Block) -> np.ndarray:
-    n = len(pdf)
-    Q = np.empty((n, len(variables)))
-    for i, v in enumerate(variables):
-        col = pdf[f"v{i}"]
-        if v.kind == "numeric":
-            Q[:, i] = col.to_numpy(dtype="float64", na_value=np.nan)
-        else:
-            # -1: a value no candidate of the block has (queries are never compared with each other)
-            codes = block.uniques[i].get_indexer(col)
-            Q[:, i] = np.where(col.isna().to_numpy(), np.nan, codes.astype(np.float64))
-    return Q
+    """Queries against a block: categories as the block's codes, -1 for a value no candidate of
+    the block has (queries are never compared with each other)."""
+    return encode(pdf, variables, lambda i, col: block.uniques[i].get_indexer(col))
 
 
 # Blocks folded in one Spark job, one pass after the other, each pass carrying

@@ -22,7 +22,7 @@ from ..io import ID
 from ..kernels.gower import Space
 from ..kernels.terms import Summary, lower_bounds
 
-from .blocks import Block
+from .blocks import Block, encode
 
 
 # in the home job: 1 for a candidate's row, 0 for a query's; where a row goes; the
@@ -145,19 +145,11 @@ class Need:
 
     def bounds(self, pdf: pd.DataFrame, variables, space: Space) -> np.ndarray:
         """Per query and block (in the order of ``blocks``), the block's lower bound."""
-        n = len(pdf)
-        out = np.empty((n, len(self.blocks)))
-        base = np.empty((n, len(variables)))
-        codes = {}
-        for i, v in enumerate(variables):
-            col = pdf[f"v{i}"]
-            if v.kind == "numeric":
-                base[:, i] = col.to_numpy(dtype="float64", na_value=np.nan)
-            else:
-                # 0: a value the block may hold; -1 (below): one it lacks; NaN: null
-                base[:, i] = np.where(col.isna().to_numpy(), np.nan, 0.0)
-                if self.unions[i] is not None:
-                    codes[i] = self.unions[i].get_indexer(col)  # -1: in no block's list
+        out = np.empty((len(pdf), len(self.blocks)))
+        # a category 0: a value the block may hold; -1 (below): one it lacks; NaN: null
+        base = encode(pdf, variables, lambda i, col: np.zeros(len(col)))
+        codes = {i: self.unions[i].get_indexer(pdf[f"v{i}"])  # -1: in no block's list
+                 for i, v in enumerate(variables) if v.kind != "numeric" and self.unions[i] is not None}
         for j in range(len(self.blocks)):
             Q = base
             for i, g in codes.items():
@@ -225,12 +217,26 @@ class Need:
                                "this is a bug, please report it with the log")
 
 
+def _many_levels(c: DataFrame, variables, max_levels: int) -> dict[int, list[int]]:
+    """Per categorical (its position in ``variables``), the blocks whose values are too many to
+    list: their approximate count (HyperLogLog, 5 % relative error) is over twice ``max_levels``.
+    One Spark job, in bounded memory per block, so that ``_need`` collects the values of the
+    other blocks only (``collect_set`` holds every distinct value of a block before any slice)."""
+    cats = [i for i, v in enumerate(variables) if v.kind != "numeric"]
+    if not cats:
+        return {}
+    rows = c.groupBy("__am_block").agg(*[F.approx_count_distinct(f"v{i}").alias(f"d{i}") for i in cats]).collect()
+    return {i: sorted(int(r["__am_block"]) for r in rows if r[f"d{i}"] > 2 * max_levels) for i in cats}
+
+
 def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = None,
           max_levels: int | None = None) -> Need:
-    """Every block's summary and categorical values, in one Spark job over the candidates;
-    with ``order`` (the blocks' sort, ``_locality_order``), each block's least sort key.
-    ``max_levels``: ``MAX_LEVELS`` unless given."""
+    """Every block's summary and categorical values, in one Spark job over the candidates
+    (after ``_many_levels``, which leaves out the blocks of too many values); with ``order``
+    (the blocks' sort, ``_locality_order``), each block's least sort key. ``max_levels``:
+    ``MAX_LEVELS`` unless given."""
     max_levels = MAX_LEVELS if max_levels is None else max_levels
+    many = _many_levels(c, variables, max_levels)
     aggs = [F.min(_sort_key(order)).alias("__low")] if order is not None else []
     for i, v in enumerate(variables):
         x = F.col(f"v{i}")
@@ -239,8 +245,9 @@ def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = 
             aggs += [F.max((x.isNull() | F.isnan(x)).cast("int")).alias(f"n{i}"),
                      F.min(value).alias(f"lo{i}"), F.max(value).alias(f"hi{i}")]
         else:
+            listed = F.when(~F.col("__am_block").isin(many[i]), x) if many[i] else x
             aggs += [F.max(x.isNull().cast("int")).alias(f"n{i}"),
-                     F.slice(F.collect_set(x), 1, max_levels + 1).alias(f"s{i}")]
+                     F.slice(F.collect_set(listed), 1, max_levels + 1).alias(f"s{i}")]
     aggs.append(F.count(F.lit(1)).alias("__rows"))
     rows = sorted(c.groupBy("__am_block").agg(*aggs).collect(), key=lambda r: r["__am_block"])
     nv = len(variables)
@@ -257,7 +264,7 @@ def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = 
                     lo[i], hi[i] = float(r[f"lo{i}"]), float(r[f"hi{i}"])
             else:
                 held = r[f"s{i}"]
-                vals.append(None if len(held) > max_levels else list(held))
+                vals.append(None if len(held) > max_levels or b in many[i] else list(held))
         blocks.append(b)
         counts.append(int(r["__rows"]))
         lows.append(tuple(r["__low"]) if order is not None else None)

@@ -22,7 +22,7 @@ from ..kernels.terms import lower_bounds
 from ..kernels.index import CandidateIndex
 from ..schema import Variable
 
-from .blocks import Block, FIRST_LE, FIRST_LT, HOME, QUERY_CHUNK, REACH, VISITS, _rechunk, _select, encode_queries
+from .blocks import Block, FIRST_LE, FIRST_LT, HOME, QUERY_CHUNK, REACH, VISITS, _rechunk, _select, encode, encode_queries
 from .catalogue import NEED_BITS, Need, need_column
 
 
@@ -169,15 +169,10 @@ def pair_distances(left: DataFrame, right: DataFrame, variables: Sequence[Variab
     def run(batches):
         for pdf in batches:
             n = len(pdf)
-            X, Y = np.empty((n, len(variables))), np.empty((n, len(variables)))
-            for i, v in enumerate(variables):
-                if v.kind == "numeric":
-                    X[:, i] = pdf[f"v{i}"].to_numpy(dtype="float64", na_value=np.nan)
-                    Y[:, i] = pdf[f"w{i}"].to_numpy(dtype="float64", na_value=np.nan)
-                else:
-                    codes, _ = pd.factorize(pd.concat([pdf[f"v{i}"], pdf[f"w{i}"]], ignore_index=True))
-                    codes = np.where(codes < 0, np.nan, codes.astype(np.float64))
-                    X[:, i], Y[:, i] = codes[:n], codes[n:]
+            both = {i: pd.factorize(pd.concat([pdf[f"v{i}"], pdf[f"w{i}"]], ignore_index=True))[0]
+                    for i, v in enumerate(variables) if v.kind != "numeric"}
+            X = encode(pdf, variables, lambda i, col: both[i][:n])
+            Y = encode(pdf, variables, lambda i, col: both[i][n:], prefix="w")
             yield pd.DataFrame({ID: pdf[ID].to_numpy(dtype=np.int64), "radius": gower_pairs(X, Y, space)})
 
     return pairs.mapInPandas(run, f"{ID} long, radius double")

@@ -22,11 +22,11 @@ Same results as comparing every candidate with every query, bit for bit, found w
    variable; a query scans outward from its place and stops on each side when
    the group's H ones plus that variable's own term, ``(H + |x - y| / range) /
    |V|`` (shrunk by the margin of the boxes below), exceeds ``d2``.
-4. **Trees of boxes.** A group of ``TREE_MIN`` points or more with values on
+4. **Trees of boxes.** A group of ``Tuning.tree_min`` points or more with values on
    two numeric variables or more (one profile shared by thousands of points:
    many continuous variables, few categories) is not scanned but split in two
    at the median of its most spread numeric variable, again and again down to
-   leaves of ``TREE_LEAF`` points; each node
+   leaves of ``Tuning.tree_leaf`` points; each node
    keeps the min and max of every numeric variable. A query walks the tree
    depth first, the nearer child first, and skips a node whose bound, (H +
    gaps to its box) / |V| shrunk by the box margin, exceeds its limit; a count
@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -84,34 +85,28 @@ from .terms import NEAREST, NO_CAP, WITHIN
 from .trees import _boxes, _kd_tree, _outer_summaries, _outer_tree, _within_outer
 
 
-# Groups of TREE_MIN points or more (and two numeric variables with values) are searched
-# through a tree of boxes (``_kd_tree``)
-# whose leaves hold at most TREE_LEAF points; TREE_STACK bounds its depth-first stack
-# (a tree is at most log2(points) + 1 levels deep, and the stack grows by one per level).
-TREE_MIN = 64
+@dataclass(frozen=True)
+class Tuning:
+    """The index's sizes and the race's rules: they change the work, never a result. The
+    default is what every search uses; the tests pass others to take every path (trees over
+    groups of two points, a race on every call, hashes that collide)."""
+
+    # groups of tree_min points or more (and two numeric variables with values) are searched
+    # through a tree of boxes (``_kd_tree``) whose leaves hold at most tree_leaf points
+    tree_min: int = 64
+    tree_leaf: int = 8
+    outer_leaf: int = 8  # a node of the tree over all the groups holding this many points or fewer is a leaf
+    # the race of ``_traverse``: with race_min_queries queries or more, one in race_stride goes
+    # first through both ways, and the faster takes the others
+    race_min_queries: int = 256
+    race_stride: int = 32
+    race_decide: int = 15  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8)
+    race_early: int = 3  # after which a race stops whose slow way has cost more than the whole sample by the other
+    race_margin: float = 2.0
+    code_hashes: Callable = _code_hashes  # a profile's codes -> 64-bit hashes (the lookups one position away)
 
 
-TREE_LEAF = 8
-
-
-OUTER_LEAF = 8  # a node of the tree over all the groups holding this many points or fewer is a leaf
-
-
-# The race of ``_traverse``: with this many queries or more, one in RACE_STRIDE
-# goes first through both ways, and the faster takes the others.
-RACE_MIN_QUERIES = 256
-
-
-RACE_STRIDE = 32
-
-
-RACE_DECIDE = 15  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8)
-
-
-RACE_EARLY = 3  # after which a race stops whose slow way has cost more than the whole sample by the other
-
-
-RACE_MARGIN = 2.0
+TUNING = Tuning()
 
 
 @dataclass
@@ -132,8 +127,9 @@ class Within:
 class CandidateIndex:
     """The candidates of one block, indexed for exact Gower searches."""
 
-    def __init__(self, C: np.ndarray, cids: np.ndarray, space: Space):
+    def __init__(self, C: np.ndarray, cids: np.ndarray, space: Space, tuning: Tuning = TUNING):
         self.space = space
+        self.tuning = tuning
         nv = space.n_vars
         C = np.where(np.isnan(C), np.nan, C).reshape(-1, nv)  # one NaN bit pattern
         cids = np.asarray(cids, dtype=np.int64)
@@ -167,11 +163,11 @@ class CandidateIndex:
         self.gstop = np.searchsorted(g_sorted, np.arange(gkeys.size), side="right")
         # 4. trees of boxes over the large groups: their points in the trees' order
         sizes = self.gstop - self.gstart
-        half = max(1, (TREE_LEAF + 1) // 2)  # a split node's children hold at least this many points
-        cap = int(np.sum(np.where(sizes >= TREE_MIN, 2 * np.maximum(1, sizes // half), 0)))
+        half = max(1, (tuning.tree_leaf + 1) // 2)  # a split node's children hold at least this many points
+        cap = int(np.sum(np.where(sizes >= tuning.tree_min, 2 * np.maximum(1, sizes // half), 0)))
         is_num = np.ascontiguousarray(~space.is_cat & (space.ranges > 0))
         perm, *nodes, groot = _kd_tree(np.ascontiguousarray(points[porder]), self.gstart, self.gstop, is_num,
-                                       np.ascontiguousarray(space.ranges, dtype=np.float64), TREE_MIN, TREE_LEAF,
+                                       np.ascontiguousarray(space.ranges, dtype=np.float64), tuning.tree_min, tuning.tree_leaf,
                                        max(cap, 1))
         porder = porder[perm]
         # members follow their points' new order
@@ -202,7 +198,7 @@ class CandidateIndex:
         self._wild: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.boxes = _boxes(self.P, self.moff, g_sorted, self.gstart, space.is_cat)
         # 5. the tree over all the groups, for the counts within a radius
-        oga, ogb, oleft = _outer_tree(self.gstart, self.gstop, OUTER_LEAF)
+        oga, ogb, oleft = _outer_tree(self.gstart, self.gstop, tuning.outer_leaf)
         ons, one = self.gstart[oga], self.gstop[ogb - 1]
         olo, ohi, onull = _outer_summaries(self.P, ons, one)
         self.outer = (ons, one, oga, ogb, oleft, self.moff[one] - self.moff[ons], olo, ohi, onull, self.gstart)
@@ -246,11 +242,11 @@ class CandidateIndex:
 
     def lookups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The lookups one position away, all positions in one array each: (keys, groups, offsets).
-        Position j's are ``[off[j], off[j + 1])``: the groups' hashes without j (``_code_hashes``),
+        Position j's are ``[off[j], off[j + 1])``: the groups' hashes without j (``Tuning.code_hashes``),
         sorted, and the groups in that order."""
         if self._wild is None:
             nv, G = self.gcodes.shape
-            terms = _code_hashes(self.gcodes.T)
+            terms = self.tuning.code_hashes(self.gcodes.T)
             full = terms.sum(axis=1, dtype=np.uint64)
             keys = np.empty(nv * G, dtype=np.uint64)
             order = np.empty(nv * G, dtype=np.int64)
@@ -282,18 +278,19 @@ class CandidateIndex:
         args = (self.P, is_cat, ranges, space.n_vars, self.members, self.moff, *fold)
         nq = Q.shape[0]
         rest = np.arange(nq, dtype=np.int64)
-        if how == "auto" and nq >= RACE_MIN_QUERIES:
+        race = self.tuning
+        if how == "auto" and nq >= race.race_min_queries:
             _warm_up()  # the race must time the searches, not the loading of their compiled code
             self.lookups()  # built before the timing: the sample must not pay for them
-            sample = rest[::RACE_STRIDE]
+            sample = rest[::race.race_stride]
             # the plain scan's copy of the state, taken before the index folds the sample:
             # from the index's result it would skip the work of finding the nearest points
             # (with many tied members, most of it) and win races it should lose
             scratch = (fold[0], *(np.array(x) for x in fold[1:]))
             # both ways on the same queries, 1, 2, 4, ... at a time (the plain scan's state is
-            # dropped), until the sample is done, or one way has cost RACE_MARGIN times the other
-            # once RACE_DECIDE queries are done, or RACE_MARGIN times what the other would cost
-            # for the whole sample once RACE_EARLY are: a sample of the slow way costs what it costs
+            # dropped), until the sample is done, or one way has cost race_margin times the other
+            # once race_decide queries are done, or race_margin times what the other would cost
+            # for the whole sample once race_early are: a sample of the slow way costs what it costs
             done, step, t_index, t_flat = 0, 1, 0.0, 0.0
             while done < sample.size:
                 part = sample[done : done + step]
@@ -305,9 +302,9 @@ class CandidateIndex:
                 t_flat += time.perf_counter() - t0
                 done, step = done + part.size, 2 * step
                 slow, fast = max(t_index, t_flat), min(t_index, t_flat)
-                if done >= RACE_DECIDE and slow > RACE_MARGIN * fast:
+                if done >= race.race_decide and slow > race.race_margin * fast:
                     break
-                if done >= RACE_EARLY and slow > RACE_MARGIN * fast / done * sample.size:
+                if done >= race.race_early and slow > race.race_margin * fast / done * sample.size:
                     break
             how = "flat" if t_flat < t_index else "index"
             rest = np.setdiff1d(rest, sample[:done], assume_unique=True)  # the sample's rest too
@@ -341,7 +338,7 @@ class CandidateIndex:
         i = np.minimum(np.searchsorted(self._own_keys, ukeys), self._own_keys.size - 1)
         g0s = np.where(self._own_keys[i] == ukeys, self._own_order[i], -1).astype(np.int64)
         ucodes = self._dense(uprof)
-        terms = _code_hashes(ucodes)
+        terms = self.tuning.code_hashes(ucodes)
         full = terms.sum(axis=1, dtype=np.uint64)
         wkeys, worder, woff = self.lookups()
         wlo = np.empty((U, nv), dtype=np.int64)
