@@ -80,11 +80,12 @@ def evaluate(
     default), ``report.records`` is a cached DataFrame of per-original
     results; unpersist it when done.
 
-    ``only``, a list of metric keys, computes those alone; every other metric
-    is in the report as not computed, with the reason "not asked for".
+    ``only``, a list of metric keys, computes those alone (the configuration key
+    ``metrics`` does the same; ``only`` wins); every other metric is in the report
+    as not computed, with the reason "not asked for".
     """
     cfg = as_config(config)
-    asked = _asked(only)
+    asked = _asked(only if only is not None else cfg.metrics)
     metrics: dict[str, MetricResult] = {}
     if cfg.records and cfg.row_key in record_columns():
         raise ConfigError(f"configuration key row_key: {cfg.row_key} is also the name of a column of records/: "
@@ -151,7 +152,7 @@ def evaluate(
     )
 
 
-NOT_ASKED = "not asked for: evaluate(..., only=[...]) leaves it out"
+NOT_ASKED = "not asked for: the configuration key metrics (or evaluate(..., only=[...])) leaves it out"
 
 
 def _asked(only: Iterable[str] | None) -> frozenset[str]:

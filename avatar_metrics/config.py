@@ -48,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "query_sample": None,
     "spark": {"master": "local[*]", "conf": {}},
     # Additions to the interface (documented in conf/template.yaml):
+    # the metrics to compute, by key (null: every one); the others are reported as not asked for
+    "metrics": None,
     "search": {
         # candidates shipped to the executors in one Spark pass (one block)
         "block_size": 250_000,
@@ -102,6 +104,7 @@ class Config:
     search: SearchSettings
     query_sample: int | None = None
     secret_variables: tuple[str, ...] | None = None  # None: every variable not known
+    metrics: tuple[str, ...] | None = None  # the metrics to compute (None: every one)
 
     @property
     def block_size(self) -> int:
@@ -142,6 +145,7 @@ class Config:
             "local_cloaking_cap": self.local_cloaking_cap,
             "query_sample": self.query_sample,
             "secret_variables": None if self.secret_variables is None else list(self.secret_variables),
+            "metrics": None if self.metrics is None else list(self.metrics),
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
         }

@@ -103,6 +103,17 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     qp = merged["search"]["query_partitions"]
     if qp is not None:
         qp = int(_number(qp, "search.query_partitions", 1, 10**6, integer=True))
+    chosen = merged["metrics"]
+    if chosen is not None:
+        keys = [m.key for m in registry]
+        if not isinstance(chosen, (list, tuple, str)) or not chosen or not all(isinstance(k, str) for k in chosen):
+            raise ConfigError("configuration key metrics must be null (every metric) or a list of metric keys: "
+                              + ", ".join(keys))
+        chosen = (chosen,) if isinstance(chosen, str) else tuple(dict.fromkeys(chosen))
+        unknown = [k for k in chosen if k not in keys]
+        if unknown:
+            raise ConfigError(f"configuration key metrics: unknown metric key {unknown[0]}; the keys are: "
+                              + ", ".join(keys))
     if merged["search"]["home_from"] is not None:
         log.warning("search.home_from is deprecated and ignored: every search of several blocks now starts "
                     "with the home job (remove the key from the configuration)")
@@ -129,6 +140,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         query_sample=sample,
         secret_variables=(None if merged["secret_variables"] is None
                           else _names(merged["secret_variables"], "secret_variables")),
+        metrics=chosen,
     )
 
 

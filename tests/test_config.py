@@ -197,3 +197,15 @@ def test_home_from_is_accepted_deprecated_and_ignored(caplog, value):
     with caplog.at_level("WARNING", logger="avatar_metrics"):
         build_config(MINIMAL)
     assert "home_from" not in caplog.text
+
+
+def test_metrics_names_the_metrics_to_compute():
+    """metrics: null is every metric; a list of keys (a key twice counts once); an unknown key, an
+    empty list or a number is exit 2 naming the key and listing the metrics."""
+    assert build_config(MINIMAL).metrics is None
+    cfg = build_config({**MINIMAL, "metrics": ["closest_rate", "hidden_rate", "closest_rate"]})
+    assert cfg.metrics == ("closest_rate", "hidden_rate") and cfg.to_dict()["metrics"] == list(cfg.metrics)
+    for bad in (["closest"], [], 3, [1]):
+        with pytest.raises(ConfigError) as err:
+            build_config({**MINIMAL, "metrics": bad})
+        assert "configuration key metrics" in str(err.value) and "knowledge_protection_rate" in str(err.value)
