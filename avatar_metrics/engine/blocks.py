@@ -76,8 +76,8 @@ def encode_block(pdf: pd.DataFrame, variables: Sequence[Variable]) -> Block:
     uniques = [None] * len(variables)
 
     def own(i, col):
-        codes, uniques[i] = pd.factorize(col, use_na_sentinel=True)
-        uniques[i] = pd.Index(uniques[i])
+        codes, values = pd.factorize(col, use_na_sentinel=True)
+        uniques[i] = pd.Index(values)
         return codes
 
     C = encode(pdf, variables, own)
