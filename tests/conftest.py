@@ -9,6 +9,17 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 OWN: list = []  # the session the suite started, if it did
 
+# Tables of tens or thousands of records: compiling code for each query (whole-stage codegen) and
+# re-planning each stage (adaptive execution) cost more than the work (the suite took 876 s with
+# them, 653 s without); the results are the same either way. The suite's session, and the cluster
+# and Connect runs, which stand for their path, not for Spark's settings; the end-to-end runs of
+# the command line and the Databricks entry point keep Spark's defaults
+SMALL_TABLES = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+}
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -19,10 +30,12 @@ def spark():
     if active is not None:
         yield active
         return
+    builder = SparkSession.builder
+    for k, v in SMALL_TABLES.items():
+        builder = builder.config(k, v)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("avatar-metrics-tests")
-        .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -35,12 +48,6 @@ def spark():
         .config("spark.ui.retainedJobs", "50")
         .config("spark.ui.retainedStages", "50")
         .config("spark.sql.maxPlanStringLength", "100000")
-        # tables of tens of records: compiling code for each query (whole-stage codegen) and
-        # re-planning each stage (adaptive execution) cost more than the work; the results are the
-        # same either way, and the runs in their own process (command line, cluster, Connect) keep
-        # Spark's defaults
-        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
-        .config("spark.sql.adaptive.enabled", "false")
         .getOrCreate()
     )
     OWN.append(session)

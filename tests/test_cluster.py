@@ -9,7 +9,7 @@ import time
 import pytest
 
 from cluster import ROOT, busy_executors, event_log_tasks, free_port, start
-from conftest import comparable, write_example_config as write_config
+from conftest import SMALL_TABLES, comparable, write_example_config as write_config
 
 pytestmark = pytest.mark.skipif(os.environ.get("AM_SKIP_CLUSTER") == "1", reason="AM_SKIP_CLUSTER=1")
 
@@ -37,7 +37,8 @@ def test_lost_executor(cluster, tmp_path, local_report):
     spark-submit."""
     # (3 blocks, every search starting with the home job: the local report searched one
     # block, so the home job and the later jobs must give its states)
-    cfg = write_config(tmp_path, search={"block_size": 1000}, metrics=ON_THE_CLUSTER)
+    cfg = write_config(tmp_path, search={"block_size": 1000}, metrics=ON_THE_CLUSTER,
+                       spark={"master": "local[2]", "conf": SMALL_TABLES})
     log, events, ui = tmp_path / "job.log", tmp_path / "events", free_port()
     events.mkdir()
     job = cluster.submit(ROOT / "jobs" / "privacy_metrics.py", "--config", str(cfg), "--debug", "--fail-on-target",
