@@ -101,6 +101,13 @@ def _java_options_given(cfg) -> bool:
     return False
 
 
+# Spark keeps each query's plan as text (the SQL tab, and each event of the event log). A
+# search's plans are deep, each pass built on the blocks before it: uncapped, a census-shaped
+# run of 10,000,000 records had its 4 GB driver run out of memory writing one to the event log,
+# after every step was done. A session built here caps them, unless ``spark.conf`` sets the key.
+PLAN_STRING_LENGTH = "10000"
+
+
 def get_session(cfg, debug: bool = False, inputs=()):
     """The active session, spark-submit's, or an embedded local one.
 
@@ -109,7 +116,8 @@ def get_session(cfg, debug: bool = False, inputs=()):
     and failed tasks with their data. With a local master and ``inputs`` (the
     TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
     driver JVM compiles with C1 only (QUICK_JIT), unless the user sets the
-    driver's Java options (``_java_options_given``).
+    driver's Java options (``_java_options_given``). Plan strings are capped
+    (``PLAN_STRING_LENGTH``) unless the configuration sets the key.
     """
     from pyspark.sql import SparkSession
 
@@ -132,6 +140,10 @@ def get_session(cfg, debug: bool = False, inputs=()):
                      size / 2**20)
             builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
     builder = builder.config("spark.log.level", "WARN" if debug else "FATAL")
+    if "spark.sql.maxPlanStringLength" not in cfg.spark_conf:
+        log.info("Spark keeps query plans as text up to %s characters (spark.sql.maxPlanStringLength)",
+                 f"{int(PLAN_STRING_LENGTH):,}")
+        builder = builder.config("spark.sql.maxPlanStringLength", PLAN_STRING_LENGTH)
     for k, v in cfg.spark_conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate(), not submitted

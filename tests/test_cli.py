@@ -63,6 +63,7 @@ def test_console_script_end_to_end(tmp_path):
     assert "plot-distance-ratio" in (out / "report.html").read_text()
     assert "step linkability_protection_rate: done" in proc.stderr
     assert "small inputs" in proc.stderr  # the example's files: the quick JIT of a short run
+    assert "query plans as text up to 10,000 characters" in proc.stderr
     records = pd.read_parquet(out / "records")
     assert len(records) == 3000 and "position" in records.columns
     assert set(records.columns).isdisjoint(rep["inputs"]["variables"])  # no variable values
