@@ -28,6 +28,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SPARK_HOME = Path(pyspark.__file__).parent
 
 
+# Compiles (or loads) every compiled kernel a job runs into numba's cache: the index's entry
+# points both ways, and the blocks' lower bounds of the home job
+WARM_KERNELS = """
+import numpy as np
+from avatar_metrics.kernels.gower import Space
+from avatar_metrics.kernels.index import _warm_up
+from avatar_metrics.kernels.terms import Summary, lower_bounds
+_warm_up()
+space = Space(is_cat=np.array([True, False]), ranges=np.array([0.0, 1.0]))
+lower_bounds(np.zeros((1, 2)), Summary(np.array([False, True]), np.array([np.nan, 0.0]), np.array([np.nan, 1.0])), space)
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,6 +145,12 @@ def start(base: Path, workers: int = 2) -> Cluster:
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     cluster = Cluster(url=f"spark://127.0.0.1:{port}", ui=f"http://127.0.0.1:{ui}", workdir=base,
                       executor_python=executor_env(base), package_zip=package_zip(base))
+    # the executors import the package from the zip, so numba keeps their compiled kernels in a
+    # folder of its own (``kernels/jit.py``): fill it while the JVMs start, rather than have both
+    # executors compile the same kernels at once in the job (a minute, with a cold cache)
+    own = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    warm = subprocess.Popen([cluster.executor_python, "-c", f"import sys; sys.path.insert(0, {str(cluster.package_zip)!r})"
+                             + WARM_KERNELS], cwd=base, env=own, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     logs = base / "logs"
     logs.mkdir(exist_ok=True)
 
@@ -149,6 +168,7 @@ def start(base: Path, workers: int = 2) -> Cluster:
     while time.time() < deadline:
         try:
             if cluster.alive_workers() == workers:
+                warm.wait(timeout=600)
                 return cluster
         except OSError:
             pass

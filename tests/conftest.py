@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 
 import pytest
@@ -8,6 +9,22 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 OWN: list = []  # the session the suite started, if it did
+
+
+def pytest_configure(config):
+    """From a fresh clone numba's cache is empty: compile the kernels in a process of their own while
+    the first tests (aggregates, bad inputs: no kernel) run, so that the Spark workers load them
+    rather than both compile them at once (the cache is beside the sources: ``kernels/jit.py``)."""
+    from cluster import WARM_KERNELS
+
+    config._am_warm = subprocess.Popen([sys.executable, "-c", WARM_KERNELS], cwd=ROOT,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config):
+    warm = getattr(config, "_am_warm", None)
+    if warm is not None and warm.poll() is None:
+        warm.wait(timeout=600)
 
 # Tables of tens or thousands of records: compiling code for each query (whole-stage codegen) and
 # re-planning each stage (adaptive execution) cost more than the work (the suite took 876 s with

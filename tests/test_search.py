@@ -279,6 +279,11 @@ def test_a_block_of_too_many_values_is_counted_before_any_is_collected(spark):
             + [(2000 + i, 2, f"m{i % 15}", "y") for i in range(60)])
     c = spark.createDataFrame(rows, f"{ID} long, __am_block int, v0 string, v1 string")
     assert C._many_levels(c, variables, 10) == {0: [0], 1: []}
+    # with the counts over all the candidates: a categorical of few values needs no count per block
+    levels = C._level_counts(c, variables)
+    assert levels["v1"] <= 20 < levels["v0"]
+    assert C._many_levels(c, variables, 10, levels) == {0: [0], 1: []}
+    assert C._many_levels(c, variables, 10, {"v0": 20, "v1": 2}) == {0: [], 1: []}  # (told: no job)
     need = C._need(c, variables, 3, max_levels=10)
     assert need.blocks == [0, 1, 2]
     assert need.values[0] == [None, ["x"]]

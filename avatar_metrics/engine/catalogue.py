@@ -52,15 +52,22 @@ def _homes(need: Need, pdf: pd.DataFrame, variables, space: Space) -> np.ndarray
     return np.asarray(need.blocks, dtype=np.int64)[j]
 
 
-def _locality_order(c: DataFrame, variables) -> list[str]:
-    """The variables' columns in the order the blocks sort the candidates: categories of
-    most levels first (one Spark job counts them, approximately), then numbers."""
+def _level_counts(c: DataFrame, variables) -> dict[str, int]:
+    """Per categorical column (``v0, v1, ...``), its number of values over all the candidates,
+    approximately (HyperLogLog, 5 % relative error): one Spark job, none without a categorical."""
     cats = [f"v{i}" for i, v in enumerate(variables) if v.kind == "categorical"]
-    nums = [f"v{i}" for i, v in enumerate(variables) if v.kind != "categorical"]
-    if cats:
-        row = c.agg(*[F.approx_count_distinct(x).alias(x) for x in cats]).first()
-        cats = sorted(cats, key=lambda x: -row[x])
-    return [*cats, *nums]
+    if not cats:
+        return {}
+    row = c.agg(*[F.approx_count_distinct(x).alias(x) for x in cats]).first()
+    return {x: int(row[x]) for x in cats}
+
+
+def _locality_order(c: DataFrame, variables, levels: dict[str, int] | None = None) -> list[str]:
+    """The variables' columns in the order the blocks sort the candidates: categories of
+    most levels first (``levels``, or ``_level_counts``), then numbers."""
+    levels = _level_counts(c, variables) if levels is None else levels
+    cats = sorted(levels, key=lambda x: -levels[x])
+    return [*cats, *(f"v{i}" for i, v in enumerate(variables) if v.kind != "categorical")]
 
 
 HASHED = "__am_hashed"
@@ -217,26 +224,31 @@ class Need:
                                "this is a bug, please report it with the log")
 
 
-def _many_levels(c: DataFrame, variables, max_levels: int) -> dict[int, list[int]]:
+def _many_levels(c: DataFrame, variables, max_levels: int, levels: dict[str, int] | None = None) -> dict[int, list[int]]:
     """Per categorical (its position in ``variables``), the blocks whose values are too many to
     list: their approximate count (HyperLogLog, 5 % relative error) is over twice ``max_levels``.
     One Spark job, in bounded memory per block, so that ``_need`` collects the values of the
-    other blocks only (``collect_set`` holds every distinct value of a block before any slice)."""
+    other blocks only (``collect_set`` holds every distinct value of a block before any slice).
+    A categorical of at most that many values over all the candidates (``levels``, from
+    ``_level_counts``) has no such block: with none left, no job."""
     cats = [i for i, v in enumerate(variables) if v.kind != "numeric"]
-    if not cats:
-        return {}
-    rows = c.groupBy("__am_block").agg(*[F.approx_count_distinct(f"v{i}").alias(f"d{i}") for i in cats]).collect()
-    return {i: sorted(int(r["__am_block"]) for r in rows if r[f"d{i}"] > 2 * max_levels) for i in cats}
+    many = [i for i in cats if levels is None or levels[f"v{i}"] > 2 * max_levels]
+    out = {i: [] for i in cats}
+    if many:
+        rows = (c.groupBy("__am_block").agg(*[F.approx_count_distinct(f"v{i}").alias(f"d{i}") for i in many])
+                .collect())
+        out.update({i: sorted(int(r["__am_block"]) for r in rows if r[f"d{i}"] > 2 * max_levels) for i in many})
+    return out
 
 
 def _need(c: DataFrame, variables, n_blocks: int, order: Sequence[str] | None = None,
-          max_levels: int | None = None) -> Need:
+          max_levels: int | None = None, levels: dict[str, int] | None = None) -> Need:
     """Every block's summary and categorical values, in one Spark job over the candidates
     (after ``_many_levels``, which leaves out the blocks of too many values); with ``order``
     (the blocks' sort, ``_locality_order``), each block's least sort key. ``max_levels``:
-    ``MAX_LEVELS`` unless given."""
+    ``MAX_LEVELS`` unless given; ``levels``: ``_level_counts`` of the candidates, when known."""
     max_levels = MAX_LEVELS if max_levels is None else max_levels
-    many = _many_levels(c, variables, max_levels)
+    many = _many_levels(c, variables, max_levels, levels)
     aggs = [F.min(_sort_key(order)).alias("__low")] if order is not None else []
     for i, v in enumerate(variables):
         x = F.col(f"v{i}")

@@ -74,7 +74,7 @@ from ..kernels.gower import Space, search_salt
 from ..schema import Variable
 
 from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, _blocks, _materialize, _select, closure_cap, is_connect
-from .catalogue import Need, _by_locality, _homes, _locality_order, _need
+from .catalogue import Need, _by_locality, _homes, _level_counts, _locality_order, _need
 from .folds import Fold, NEAREST, WITHIN, _pass, _within_reach, _within_step
 from .homes import _home_job, _home_shares, _spread
 
@@ -298,11 +298,12 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     and read only the queries marked for them. The first job is the home job: each query
     folds its block of least lower bound. The chains' states (the first job's first), and
     what to unpersist."""
-    order = _locality_order(c, run.variables)
+    levels = _level_counts(c, run.variables)
+    order = _locality_order(c, run.variables, levels)
     c = run.strategy.by_locality(c, run.variables, n_blocks, order=order).cache()
     try:
         # (the home job picks, among a query's blocks of least bound, the one whose range holds it)
-        need = run.strategy.need(c, run.variables, n_blocks, order=order)
+        need = run.strategy.need(c, run.variables, n_blocks, order=order, levels=levels)
         run.done = sum(need.rows)
         run.check_count()  # before any work: a candidate in no block
         start = initial.select("*", F.lit(-1).cast("long").alias(HOME),
