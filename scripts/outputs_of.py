@@ -9,7 +9,7 @@ at 2,000 records (generated once under DIR, default ``bench/data``), runs
 Spark session, with blocks of N avatars (default 1,000: several blocks, so the
 searches take their first job and later passes), and writes under OUT/<name>/
 ``report.json`` (timings and versions left out, keys sorted) and
-``records.csv`` (sorted by position).
+``records.csv`` (sorted by position). A data set already written is kept.
 
 ``compare``: byte for byte, per data set, the metrics both versions report and
 the columns of records/ both have (a metric or column only one has is named,
@@ -47,10 +47,15 @@ def write(out: Path, data: Path, block_size: int) -> None:
 
     from avatar_metrics import evaluate
 
+    # (nine runs in one session: room for the driver, and few past plans kept, as in the tests)
     spark = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "4")
-             .config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
+             .config("spark.sql.ui.retainedExecutions", "20").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     for name, folder, known, halves in data_sets(data):
+        if (out / name / "records.csv").exists():
+            print(name, "already written", flush=True)
+            continue
         tables = [spark.read.parquet(str(folder / f"{t}.parquet")) for t in ("originals", "avatars", "holdout")]
         config = {"known_variables": known, "linkability_halves": halves, "seed": 0,
                   "search": {"block_size": block_size}}
