@@ -4,10 +4,12 @@ Owns the encoded layout, ``Space`` (the variables' kinds and ranges), the
 distance of every query to every candidate (``gower_block``) or of pairs
 (``gower_pairs``), and ``State``, the result of a nearest-neighbour search.
 The compiled search is ``kernels.index``; the numpy brute-force searches it
-is tested against are in ``tests/brute.py``. Knows nothing of Spark. A table is encoded as a float64 matrix, one column per
-variable in the order of V: numeric values as they are, categorical values as
-integer codes (exact in float64), null as NaN. ``is_cat`` says which columns
-are categorical and ``ranges`` holds ``max_v - min_v`` of the numeric ones.
+is tested against are in ``tests/brute.py``. Knows nothing of Spark.
+
+A table is encoded as a float64 matrix, one column per variable in the order
+of V: numeric values as they are, categorical values as integer codes (exact
+in float64), null as NaN. ``is_cat`` says which columns are categorical and
+``ranges`` holds ``max_v - min_v`` of the numeric ones.
 
 Distances follow ``shared/spec/METRICS.md`` to the bit: each term is
 ``|x - y| / range`` (or 0/1), the terms are summed in float64 in the order of
