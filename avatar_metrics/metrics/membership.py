@@ -35,8 +35,12 @@ NO_HOLDOUT = ("needs a real holdout (records set aside before the avatars were g
               "generator); give the holdout table")
 
 
+def advantage(auc: float) -> float:
+    return max(0.0, 2.0 * auc - 1.0)
+
+
 def protection(auc: float) -> float:
-    return 100.0 * (1.0 - max(0.0, 2.0 * auc - 1.0))
+    return 100.0 * (1.0 - advantage(auc))
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -73,7 +77,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     auc = ranking.auc
     details = {
         "auc": auc,
-        "advantage": max(0.0, 2.0 * auc - 1.0),
+        "advantage": advantage(auc),
         "tpr_at_1pct_fpr": 100.0 * (row["tp"] / n_o),
         "members": n_o,
         "non_members": n_h,
