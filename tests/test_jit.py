@@ -91,3 +91,23 @@ def test_beside_the_sources_the_cache_follows_every_kernel_module(tmp_path):
     assert Path(first["path"]).name.startswith("numba-") and first["misses"] == 1 and again["hits"] == 1
     changed = run(tree("b", "\n# changed\n"))
     assert Path(changed["path"]).name != Path(first["path"]).name and changed["misses"] == 1
+
+
+def test_the_compiled_files_are_the_same_beside_the_sources_and_in_the_shared_folder(tmp_path):
+    """What an editable install compiled, copied into the shared folder, is what an executor
+    importing the same sources from a zip loads (the suite's cluster gets its kernels so)."""
+    root = tmp_path / "tree"
+    with zipfile.ZipFile(package_zip(tmp_path / "t.zip")) as z:
+        z.extractall(root)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
+    out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True,
+                         cwd=root, env=env, check=True)
+    beside = Path(json.loads(out.stdout.strip().splitlines()[-1])["path"])
+    cache = tmp_path / "cache"
+    shared = cache / f"avatar-metrics-numba-{os.getuid()}" / beside.name[len("numba-"):]
+    shared.mkdir(parents=True, mode=0o700)
+    shared.parent.chmod(0o700)
+    for f in beside.iterdir():
+        (shared / f.name).write_bytes(f.read_bytes())
+    got = probe(package_zip(tmp_path / "executor.zip"), cache)
+    assert Path(got["path"]) == shared and got["hits"] == 1 and got["misses"] == 0

@@ -282,7 +282,9 @@ class CandidateIndex:
         if how == "auto" and nq >= race.race_min_queries:
             _warm_up()  # the race must time the searches, not the loading of their compiled code
             self.lookups()  # built before the timing: the sample must not pay for them
-            sample = rest[::race.race_stride]
+            # (contiguous, as every other array of positions is: a strided view would be a
+            # second signature of each entry point, compiled once more in every cold worker)
+            sample = np.ascontiguousarray(rest[::race.race_stride])
             # the plain scan's copy of the state, taken before the index folds the sample:
             # from the index's result it would skip the work of finding the nearest points
             # (with many tied members, most of it) and win races it should lose

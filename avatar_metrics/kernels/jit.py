@@ -16,7 +16,9 @@ temporary directory (or under ``NUMBA_CACHE_DIR`` when set), named after the
 user and a hash of the kernels' sources. Every executor of the same user on a
 host, in this application or the next, with the same kernels, loads what the
 first one compiled. Beside writable sources the cache goes to
-``__pycache__/numba-<that hash>``. Keying on all of the kernels' sources
+``__pycache__/numba-<that hash>``. The files are the same in either folder
+(their stamp is that hash, not the folder), so one folder's files can be copied
+into the other. Keying on all of the kernels' sources
 together (not on each file alone, as numba does) means a change to any kernel
 module invalidates the compiled code of every other one that inlines it
 (``terms.py``'s distance in ``trees.py``, ``keyed.py``'s mix everywhere).
@@ -98,6 +100,7 @@ def _register() -> bool:
     """Put ``_SharedLocator`` first in numba's list of cache locators; True when the kernels can
     be cached (beside their sources or in the shared folder)."""
     path = in_tree_cache_dir() if _in_tree_writable() else shared_cache_dir()
+    stamp = sources_hash()
     if path is None:
         return _in_tree_writable()  # numba's own cache beside the sources, per file
     try:
@@ -117,8 +120,9 @@ def _register() -> bool:
             return path
 
         def get_source_stamp(self):
-            # the folder's name already is the hash of the sources
-            return path
+            # the hash of the sources (the folder's name too), not the folder: the same kernels
+            # write the same files beside the sources and in the shared folder
+            return stamp
 
         def get_disambiguator(self):
             return str(self._lineno)
