@@ -137,6 +137,23 @@ def package_zip(base: Path) -> Path:
     return target
 
 
+def seed_executor_cache() -> int:
+    """Copy the kernels compiled beside this tree's sources into the folder where the executors,
+    importing the same sources from the zip, look for them; the files it has are kept. The
+    number of files copied."""
+    from avatar_metrics.kernels import jit
+
+    src, dst = Path(jit.in_tree_cache_dir() or "/nonexistent"), jit.shared_cache_dir()
+    if dst is None or not src.is_dir():
+        return 0
+    copied = 0
+    for f in sorted(src.iterdir(), key=lambda f: f.suffix):  # numba's data (.nbc) before its indexes (.nbi)
+        if f.is_file() and not (Path(dst) / f.name).exists():
+            shutil.copy2(f, Path(dst) / f.name)
+            copied += 1
+    return copied
+
+
 def start(base: Path, workers: int = 2) -> Cluster:
     base.mkdir(parents=True, exist_ok=True)
     port, ui = free_port(), free_port()
@@ -147,7 +164,10 @@ def start(base: Path, workers: int = 2) -> Cluster:
                       executor_python=executor_env(base), package_zip=package_zip(base))
     # the executors import the package from the zip, so numba keeps their compiled kernels in a
     # folder of its own (``kernels/jit.py``): fill it while the JVMs start, rather than have both
-    # executors compile the same kernels at once in the job (a minute, with a cold cache)
+    # executors compile the same kernels at once in the job (a minute, with a cold cache). The
+    # suite compiled these sources beside themselves (``conftest.pytest_configure``): their files
+    # go to the executors' folder first, so that the warm-up only loads them
+    seed_executor_cache()
     own = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     warm = subprocess.Popen([cluster.executor_python, "-c", f"import sys; sys.path.insert(0, {str(cluster.package_zip)!r})"
                              + WARM_KERNELS], cwd=base, env=own, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

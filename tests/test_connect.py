@@ -13,8 +13,8 @@ pytest.importorskip("grpc", reason="the Spark Connect client needs grpcio")
 
 
 def test_connect_report_equals_classic(tmp_path, local_report):
-    # (three blocks, every search starting with the home job: the classic report searched one)
-    cfg = write_config(tmp_path, search={"block_size": 1000}, spark={"master": "local[2]", "conf": SMALL_TABLES})
+    # (two blocks, every search starting with the home job: the classic report searched one)
+    cfg = write_config(tmp_path, search={"block_size": 1500}, spark={"master": "local[2]", "conf": SMALL_TABLES})
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "connect_run.py"), str(cfg)], env=env,
                           capture_output=True, text=True, timeout=900, cwd=tmp_path)

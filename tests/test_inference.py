@@ -51,7 +51,7 @@ def check_attribute(m, want, target=90):
     assert d["most_exposed"] == [s for s in order if want["secrets"][s]["protection"] < target]
 
 
-@pytest.mark.parametrize("partitions,block", [(1, 1000), (3, 24)])
+@pytest.mark.parametrize("partitions,block", [(1, 1000), (3, 35)])
 def test_both_against_the_references(spark, frames, partitions, block):
     """Every figure and record equals the brute force, whatever the partitioning and blocks."""
     O, A, H = frames
