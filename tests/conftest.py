@@ -30,9 +30,11 @@ def pytest_unconfigure(config):
 # re-planning each stage (adaptive execution) cost more than the work (the suite took 876 s with
 # them, 653 s without); the results are the same either way. The suite's session, and the cluster
 # and Connect runs, which stand for their path, not for Spark's settings; the end-to-end runs of
-# the command line and the Databricks entry point keep Spark's defaults
+# the command line and the Databricks entry point keep Spark's defaults. Two shuffle partitions
+# (and a default parallelism of two): one wave of tasks on the two cores these runs have, not
+# two waves of tiny ones; the tests that need more partitions make their tables so
 SMALL_TABLES = {
-    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.shuffle.partitions": "2",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.adaptive.enabled": "false",
 }
@@ -53,7 +55,7 @@ def spark():
     session = (
         builder.master("local[2]")
         .appName("avatar-metrics-tests")
-        .config("spark.default.parallelism", "4")
+        .config("spark.default.parallelism", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")

@@ -23,8 +23,11 @@ def test_translate():
 def test_wheel_task_runs_on_the_active_session(spark, tmp_path):
     cfg = write_example_config(tmp_path)
     out = tmp_path / "dbx"
-    code = main(translate([f"--config={cfg}", f"--output={out}", "--records=false", "--seed=3"]))
+    # (the entry point's path, not the metrics': one metric, asked for as a task parameter)
+    code = main(translate([f"--config={cfg}", f"--output={out}", "--records=false", "--seed=3",
+                           "--metrics=[knowledge_protection_rate]"]))
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     assert report["seed"] == 3 and not (out / "records").exists()
+    assert [k for k, m in report["metrics"].items() if m["computed"]] == ["knowledge_protection_rate"]
     assert spark.range(1).count() == 1  # the session the task was given is still alive

@@ -64,7 +64,7 @@ def test_median_intervals_equal_their_order_statistics(m):
         assert lo == math.floor(m / 2 - 1.959964 * math.sqrt(m) / 2)
 
 
-@pytest.mark.parametrize("holdout,partitions,block", [(True, 3, 35), (False, 2, 1000)])
+@pytest.mark.parametrize("holdout,partitions,block", [(True, 3, 1000), (False, 2, 1000)])
 def test_a_sampled_run_against_the_references(spark, frames, holdout, partitions, block):
     O, A, H = frames
     H = H if holdout else None

@@ -162,7 +162,7 @@ def test_a_block_too_large_goes_in_slices(spark, frames, expected, big):
 
 def test_default_repartitioning_of_the_queries(spark, frames, expected):
     """query_partitions null: with enough queries per partition they are repartitioned into
-    spark.sql.shuffle.partitions (4 in the suite); the states are the same."""
+    spark.sql.shuffle.partitions (2 in the suite); the states are the same."""
     import avatar_metrics.engine.search as S
 
     O, A = frames
