@@ -15,7 +15,11 @@ pytestmark = pytest.mark.skipif(os.environ.get("AM_SKIP_CLUSTER") == "1", reason
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(request, tmp_path_factory):
+    # the kernels the suite compiles when it starts are copied to the executors: wait for them
+    warm = getattr(request.config, "_am_warm", None)
+    if warm is not None:
+        warm.wait(timeout=600)
     c = start(tmp_path_factory.mktemp("cluster"))
     yield c
     c.stop()

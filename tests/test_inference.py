@@ -115,7 +115,7 @@ def test_mann_whitney_counts_every_pair_on_any_partitioning(spark):
 def test_sampled_targets_and_their_intervals(spark, frames):
     """Originals ("sample") and holdout records ("sample_holdout") sampled by their keyed hash,
     every avatar a candidate: the counts of the sampled targets, and the intervals' formulas. The
-    suite's sampled searches of several blocks (30 queries against 2 blocks of 35 avatars)."""
+    suite's sampled searches of several blocks (30 queries against 60 avatars in 2 blocks)."""
     O, A, H = frames
     size = 30
     d = run(spark, O, A, H, 3, seed=9, query_sample=size, records=False,
