@@ -29,8 +29,9 @@ def pytest_unconfigure(config):
 # Tables of tens or thousands of records: compiling code for each query (whole-stage codegen) and
 # re-planning each stage (adaptive execution) cost more than the work (the suite took 876 s with
 # them, 653 s without); the results are the same either way. The suite's session, and the cluster
-# and Connect runs, which stand for their path, not for Spark's settings; the end-to-end runs of
-# the command line and the Databricks entry point keep Spark's defaults. Two shuffle partitions
+# and Connect runs, which stand for their path, not for Spark's settings; the end-to-end run of
+# the command line in a fresh process keeps Spark's defaults (the Databricks entry point runs on
+# the session it is given: the suite's). Two shuffle partitions
 # (and a default parallelism of two): one wave of tasks on the two cores these runs have, not
 # two waves of tiny ones; the tests that need more partitions make their tables so
 SMALL_TABLES = {
