@@ -137,21 +137,17 @@ def package_zip(base: Path) -> Path:
     return target
 
 
-def seed_executor_cache() -> int:
+def seed_executor_cache() -> None:
     """Copy the kernels compiled beside this tree's sources into the folder where the executors,
-    importing the same sources from the zip, look for them; the files it has are kept. The
-    number of files copied."""
+    importing the same sources from the zip, look for them; the files it has are kept."""
     from avatar_metrics.kernels import jit
 
-    src, dst = Path(jit.in_tree_cache_dir() or "/nonexistent"), jit.shared_cache_dir()
-    if dst is None or not src.is_dir():
-        return 0
-    copied = 0
-    for f in sorted(src.iterdir(), key=lambda f: f.suffix):  # numba's data (.nbc) before its indexes (.nbi)
+    src, dst = jit.in_tree_cache_dir(), jit.shared_cache_dir()
+    if src is None or dst is None:
+        return
+    for f in sorted(Path(src).iterdir(), key=lambda f: f.suffix):  # numba's data (.nbc) before its indexes (.nbi)
         if f.is_file() and not (Path(dst) / f.name).exists():
             shutil.copy2(f, Path(dst) / f.name)
-            copied += 1
-    return copied
 
 
 def start(base: Path, workers: int = 2) -> Cluster:

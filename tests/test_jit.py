@@ -71,38 +71,36 @@ def test_a_cache_folder_others_can_write_to_is_not_used(tmp_path):
     assert not any(top.iterdir())
 
 
+def source_tree(tmp_path: Path, name: str, comment: str = "") -> Path:
+    """The package as real files (an editable install), ``comment`` appended to gower.py."""
+    with zipfile.ZipFile(package_zip(tmp_path / f"{name}.zip", comment)) as z:
+        z.extractall(tmp_path / name)
+    return tmp_path / name
+
+
+def probe_tree(root: Path) -> dict:
+    """The probe on a source tree, numba's cache where the package puts it (no NUMBA_CACHE_DIR)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
+    out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True,
+                         cwd=root, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def test_beside_the_sources_the_cache_follows_every_kernel_module(tmp_path):
     """An editable install: the cache is under kernels/__pycache__, in a folder named after all the
     kernels' sources, so an edit of one module (gower.py here) recompiles what inlines it elsewhere."""
-    def tree(name, comment=""):
-        with zipfile.ZipFile(package_zip(tmp_path / f"{name}.zip", comment)) as z:
-            z.extractall(tmp_path / name)
-        return tmp_path / name
-
-    def run(root):
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
-        out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True,
-                             cwd=root, env=env, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    root = tree("a")
-    first, again = run(root), run(root)
+    root = source_tree(tmp_path, "a")
+    first, again = probe_tree(root), probe_tree(root)
     assert Path(first["path"]).parent == root / "avatar_metrics" / "kernels" / "__pycache__"
     assert Path(first["path"]).name.startswith("numba-") and first["misses"] == 1 and again["hits"] == 1
-    changed = run(tree("b", "\n# changed\n"))
+    changed = probe_tree(source_tree(tmp_path, "b", "\n# changed\n"))
     assert Path(changed["path"]).name != Path(first["path"]).name and changed["misses"] == 1
 
 
 def test_the_compiled_files_are_the_same_beside_the_sources_and_in_the_shared_folder(tmp_path):
     """What an editable install compiled, copied into the shared folder, is what an executor
     importing the same sources from a zip loads (the suite's cluster gets its kernels so)."""
-    root = tmp_path / "tree"
-    with zipfile.ZipFile(package_zip(tmp_path / "t.zip")) as z:
-        z.extractall(root)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True,
-                         cwd=root, env=env, check=True)
-    beside = Path(json.loads(out.stdout.strip().splitlines()[-1])["path"])
+    beside = Path(probe_tree(source_tree(tmp_path, "tree"))["path"])
     cache = tmp_path / "cache"
     shared = cache / f"avatar-metrics-numba-{os.getuid()}" / beside.name[len("numba-"):]
     shared.mkdir(parents=True, mode=0o700)
