@@ -38,7 +38,11 @@ Same results as comparing every candidate with every query, bit for bit, found w
    4, ... queries at a time, stopped once 15 have and one way has cost twice
    the other (once 3 have, and one way has cost twice what the other would for
    the whole sample); the faster takes the other queries. Both give the same state bit
-   for bit, so the choice, which depends on timing, never changes a result.
+   for bit, so the choice, which depends on timing, never changes a result. Counts
+   within a radius race in bands of radii (``Tuning.race_bands``, of 256 queries or
+   more): on data with little locality a small radius prunes well through the index
+   and a large one hardly at all, and one race for the whole block gave the plain scan
+   to both (census-shaped, 50,000: 45 s for the count at a cap of 1,000, 29 s in bands).
 
 Why the bounds are safe in floating point: a distance is the float sum of
 non-negative terms in the order of V, divided by |V|. Rounding is monotone, so
@@ -103,6 +107,7 @@ class Tuning:
     race_decide: int = 15  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8)
     race_early: int = 3  # after which a race stops whose slow way has cost more than the whole sample by the other
     race_margin: float = 2.0
+    race_bands: int = 8  # counts within a radius: the queries race in this many bands of radii
     code_hashes: Callable = _code_hashes  # a profile's codes -> 64-bit hashes (the lookups one position away)
 
 
@@ -277,9 +282,23 @@ class CandidateIndex:
         ranges = np.ascontiguousarray(space.ranges, dtype=np.float64)
         args = (self.P, is_cat, ranges, space.n_vars, self.members, self.moff, *fold)
         nq = Q.shape[0]
-        rest = np.arange(nq, dtype=np.int64)
+        parts = [np.arange(nq, dtype=np.int64)]
         race = self.tuning
-        if how == "auto" and nq >= race.race_min_queries:
+        if how == "auto" and fold[0] == WITHIN and nq >= 2 * race.race_min_queries:
+            # counts within a radius: a small radius prunes well through the index, a large one
+            # hardly at all (the plain scan, stopped at the cap, is faster): each band of radii
+            # races on its own
+            order = np.argsort(fold[1], kind="stable")
+            bands = min(race.race_bands, nq // race.race_min_queries)
+            parts = [np.sort(band) for band in np.array_split(order, bands)]
+        for rest in parts:
+            self._race(Q, rest, sq, args, fold, how, cap)
+
+    def _race(self, Q, rest, sq, args, fold, how: str, cap: int) -> None:
+        """Fold the block into the queries ``rest`` by ``how``; "auto": both ways race on a
+        sample of them and the faster takes the others."""
+        race = self.tuning
+        if how == "auto" and rest.size >= race.race_min_queries:
             _warm_up()  # the race must time the searches, not the loading of their compiled code
             self.lookups()  # built before the timing: the sample must not pay for them
             # (contiguous, as every other array of positions is: a strided view would be a
