@@ -11,7 +11,8 @@ the size of the index's arrays (MiB, its lookups built), the seconds of the
 plain compiled kernel (``index.plain_search``: every candidate for every
 query; timed on ``--plain-sample`` queries and scaled to all, its cost is
 the same for every query), of the index (build, then the search as the job
-runs it: the race picks the index or the plain scan of its points), of the
+runs it: the race picks the index or the plain scan of its points, per band of
+radii for a count), of the
 index's traversal alone, and the ratio index / plain.
 ``--queries`` below n times the index on that many queries and scales too.
 The states are checked equal to the plain kernel's on the timed queries.
@@ -101,6 +102,8 @@ def bench_shape(name: str, n: int, queries: int, plain_sample: int, columns=None
         t_build = time.perf_counter() - t0
         times = {}
         for how in ("auto", "index"):
+            if how == "index":  # the ways the race gave the queries (the bands of a count may differ)
+                ways = " and ".join(sorted(index.choices, key=("index", "flat").index))
             t0 = time.perf_counter()
             if what == "nearest":
                 got = index.search(Q[qs], qids[qs], salt, how=how)
@@ -114,7 +117,7 @@ def bench_shape(name: str, n: int, queries: int, plain_sample: int, columns=None
         rows.append({"shape": name, "search": what, "vars": space.n_vars, "points": index.P.shape[0],
                      "groups": index.gprof.shape[0], "mb": nbytes(index) / 2**20,
                      "plain": t_plain, "build": t_build, "auto": times["auto"],
-                     "index": times["index"], "choice": "flat" if index.choices.get("flat") else "index"})
+                     "index": times["index"], "choice": ways})
     return rows
 
 
