@@ -329,7 +329,8 @@ class CandidateIndex:
                     break
             how = "flat" if t_flat < t_index else "index"
             rest = np.setdiff1d(rest, sample[:done], assume_unique=True)  # the sample's rest too
-        self.choices[how] = self.choices.get(how, 0) + 1
+        way = "flat" if how == "flat" else "index"  # "auto" with too few queries to race: the index
+        self.choices[way] = self.choices.get(way, 0) + 1
         if how == "flat":
             _flat(Q, rest, sq, self.PT, *args[1:], cap)
         else:
