@@ -110,13 +110,14 @@ def evaluate(
         )
         for metric in declared.REGISTRY:
             if metric.key not in asked:
-                metrics[metric.key] = MetricResult.not_computed(cfg.targets[metric.key], NOT_ASKED)
-                continue
-            with timer.step(metric.key):
-                result = metric.compute(inputs, cfg)
-            # spec: every metric carries ci95 (from a sample) and sampled (its number of queries), or null
-            result.details.setdefault("ci95", None)
-            result.details.setdefault("sampled", None)
+                result = MetricResult.not_computed(cfg.targets[metric.key], NOT_ASKED)
+            else:
+                with timer.step(metric.key):
+                    result = metric.compute(inputs, cfg)
+            # spec: every metric, asked for or not, carries ci95 (from a sample) and sampled (its number of
+            # queries), or null; those that ask about holdout records sampled_holdout too
+            for key in ("ci95", "sampled") + (("sampled_holdout",) if metric.holdout_queries else ()):
+                result.details.setdefault(key, None)
             metrics[metric.key] = result
         records = None
         if cfg.records:
@@ -143,6 +144,7 @@ def evaluate(
             "reference": cr.get("reference"),
             "avatars_aligned": inputs.aligned,
             "query_sample": inputs.n_sampled,
+            "query_sample_holdout": inputs.n_holdout_sampled,
         },
         seed=cfg.seed,
         versions=versions(spark),

@@ -139,13 +139,21 @@ def get_session(cfg, debug: bool = False, inputs=()):
             log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
                      size / 2**20)
             builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
-    builder = builder.config("spark.log.level", "WARN" if debug else "FATAL")
     if "spark.sql.maxPlanStringLength" not in cfg.spark_conf:
         log.info("Spark keeps query plans as text up to %s characters (spark.sql.maxPlanStringLength)",
                  f"{int(PLAN_STRING_LENGTH):,}")
         builder = builder.config("spark.sql.maxPlanStringLength", PLAN_STRING_LENGTH)
+    if "spark.ui.enabled" not in cfg.spark_conf:
+        # the UI serves every query's plan and every task's error, on all interfaces: asked for, or off
+        builder = builder.config("spark.ui.enabled", "false")
     for k, v in cfg.spark_conf.items():
+        if k == "spark.log.level" and not debug:
+            log.warning("spark.conf sets spark.log.level: ignored without --debug (Spark's own messages "
+                        "may quote records); Spark's console logging stays at FATAL")
+            continue
         builder = builder.config(k, v)
+    # after the user's settings: without --debug, Spark's console logging is off whatever they say
+    builder = builder.config("spark.log.level", "WARN" if debug else "FATAL")
     return builder.getOrCreate(), not submitted
 
 

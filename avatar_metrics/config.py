@@ -22,6 +22,9 @@ from .outputs import expand
 
 FORMATS = ("parquet", "csv", "delta")
 
+# the smallest min_group a user may set: a figure from four people is still theirs
+MIN_GROUP_FLOOR = 5
+
 DEFAULTS: dict[str, Any] = {
     "originals": None,
     "avatars": None,
@@ -46,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     # null: every original is a query; N: the N originals of smallest keyed hash, searched
     # against all candidates, with confidence intervals (spec: "Sampled queries")
     "query_sample": None,
+    # no published figure from fewer records (spec: "Small groups"); at least MIN_GROUP_FLOOR
+    "min_group": 10,
     "spark": {"master": "local[*]", "conf": {}},
     # Additions to the interface (documented in conf/template.yaml):
     # the metrics to compute, by key (null: every one); the others are reported as not asked for
@@ -103,6 +108,7 @@ class Config:
     spark_conf: Mapping[str, str]
     search: SearchSettings
     query_sample: int | None = None
+    min_group: int = 10
     secret_variables: tuple[str, ...] | None = None  # None: every variable not known
     metrics: tuple[str, ...] | None = None  # the metrics to compute (None: every one)
 
@@ -144,6 +150,7 @@ class Config:
             "avatars_aligned": self.avatars_aligned,
             "local_cloaking_cap": self.local_cloaking_cap,
             "query_sample": self.query_sample,
+            "min_group": self.min_group,
             "secret_variables": None if self.secret_variables is None else list(self.secret_variables),
             "metrics": None if self.metrics is None else list(self.metrics),
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from . import metrics as declared
 from .config import (
-    DEFAULTS, Config, SearchSettings, _check_keys, _names, _number, _table, apply_overrides, expand,
+    DEFAULTS, MIN_GROUP_FLOOR, Config, SearchSettings, _check_keys, _names, _number, _table, apply_overrides, expand,
     load_yaml,
 )
 from .errors import ConfigError
@@ -82,9 +82,13 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
             f"configuration key local_cloaking_cap ({cap}) must be at least twice the Local Cloaking target "
             f"({lc_target:g}): below that, a median computed up to the cap could pass or miss the target "
             "differently from the exact one")
+    min_group = int(_number(merged["min_group"], "min_group", MIN_GROUP_FLOOR, 2**62, integer=True))
     sample = merged["query_sample"]
     if sample is not None:
         sample = int(_number(sample, "query_sample", 1, 2**62, integer=True))
+        if sample < min_group:
+            raise ConfigError(f"configuration key query_sample ({sample}) is under min_group ({min_group}): every "
+                              "figure of a sampled metric would come from fewer people; sample at least min_group")
     master = merged["spark"]["master"]
     if not isinstance(master, str) or not master:
         raise ConfigError("configuration key spark.master must be a Spark master URL such as local[*]")
@@ -138,6 +142,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         spark_conf={str(k): str(v) for k, v in conf.items()},
         search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp),
         query_sample=sample,
+        min_group=min_group,
         secret_variables=(None if merged["secret_variables"] is None
                           else _names(merged["secret_variables"], "secret_variables")),
         metrics=chosen,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from . import metrics as declared
+from .metrics.sampled import sampled_sides
 from .plots import esc, fmt
 
 CSS = """
@@ -32,7 +33,6 @@ def _interval(r: dict) -> str | None:
 
 def _summary(report: dict) -> list[str]:
     m = report["metrics"]
-    n = report["inputs"]["originals_rows"]
     any_ci = any(_interval(m[metric.key]) for metric in declared.REGISTRY)
     out = ['<h2 id="summary">Summary</h2><table id="summary-table"><tr><th>metric</th><th>value</th>'
            + ("<th>95% interval</th>" if any_ci else "") + "<th>target</th><th>result</th></tr>"]
@@ -52,13 +52,20 @@ def _summary(report: dict) -> list[str]:
                    f"<p>{esc(metric.reading(r) if r['computed'] else 'Not computed: ' + r['reason'] + '.')}</p>")
         if _interval(r):
             out.append(f'<p class="ci" data-field="ci95">95% confidence interval: {esc(_interval(r))}{unit} '
-                       f'(sampled, {r["details"]["sampled"]:,} of {n:,} originals)'
+                       f'({sampled_sides(r["details"], report["inputs"])})'
                        + ('; it takes the two thresholds, tau_d and tau_r, as fixed.'
                           if r["details"].get("ci95_thresholds") == "fixed" else ".") + "</p>")
         if r["passed"] is False:
             out.append(f'<p class="advice">Below the target of {r["target"]:g}. {esc(metric.advice)}</p>')
         out.append("</div>")
     return out
+
+
+def _queries(inp: dict) -> str:
+    """Which records the searches asked about: every one (exact), or the sides sampled."""
+    sides = {"sampled": inp.get("query_sample"), "sampled_holdout": inp.get("query_sample_holdout")}
+    said = sampled_sides(sides, inp)
+    return f"{said} (query_sample), against every candidate" if said else "every record (exact)"
 
 
 def _facts(report: dict) -> list[str]:
@@ -69,8 +76,7 @@ def _facts(report: dict) -> list[str]:
              ("holdout", inp["holdout_rows"] if inp["holdout_rows"] is not None else "none"),
              ("reference", inp.get("reference")), ("row key", inp.get("row_key") or "input order"),
              ("avatars aligned", "yes" if inp.get("avatars_aligned", True) else "no: no link to the originals"),
-             ("queries", f"sampled, {inp['query_sample']:,} of {inp['originals_rows']:,} originals (query_sample), "
-                         "against every candidate" if inp.get("query_sample") else "every original (exact)"),
+             ("queries", _queries(inp)),
              ("known variables", ", ".join(inp["known_variables"]) or "none"),
              ("linkability halves", " | ".join(", ".join(h) for h in halves) or "—"),
              ("seed", report["seed"])]

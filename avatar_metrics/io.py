@@ -8,6 +8,8 @@ how Spark packs files into partitions; combined with ``_metadata`` it does not.
 
 from __future__ import annotations
 
+import re
+
 import logging
 
 from pyspark.sql import DataFrame, SparkSession
@@ -128,27 +130,54 @@ def _read_csv(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
     return df.drop(CORRUPT)
 
 
+# a date or a date and time as data holds it: 1984-03-02, 02/03/1984, 2.3.84 12:30
+DATE = re.compile(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?")
+
+
 def _looks_like_value(name: str) -> bool:
-    """A column name that reads as a value: a number, empty, or Spark's ``_c0`` of a missing name."""
+    """A column name that reads as a value: a number, a date, a boolean, empty, or Spark's ``_c0``
+    of a missing name."""
+    text = name.strip()
     try:
-        float(name)
+        float(text)
         return True
     except ValueError:
-        return name.strip() == "" or name.startswith("_c")
+        pass
+    return (text == "" or name.startswith("_c") or text.lower() in ("true", "false")
+            or DATE.fullmatch(text) is not None)
 
 
 def _check_header(names: list[str], recurring: int, role: str, spec: TableSpec) -> None:
     """A CSV without a header row turns its first record into column names: never quote them.
 
-    The first row is taken for data when most of its fields read as values: numbers, empty
-    fields, or (``recurring``) text that occurs again in its own column further down.
+    The first row is taken for data as soon as one of its fields reads as a value (a number, a
+    date, a boolean, an empty field: no column name is one) or, ``recurring``, is text that
+    occurs again in its own column further down.
     """
-    if names and (sum(_looks_like_value(n) for n in names) + recurring) * 2 > len(names):
+    if any(_looks_like_value(n) for n in names) or recurring:
         raise InputError(
-            f"{role}: the first row of {spec.path} does not look like a header (most of its fields are numbers, "
-            "empty, or values that recur in their column): the CSV format needs a header row with the column "
-            "names; add one"
+            f"{role}: the first row of {spec.path} does not look like a header (a field is a number, a date, a "
+            "boolean, empty, or a value that recurs in its column): the CSV format needs a header row with the "
+            "column names; add one"
         )
+
+
+def csv_roles(cfg, tables) -> frozenset[str]:
+    """The roles whose column names come from a CSV header row (a configured CSV, or a
+    DataFrame reading .csv files): such a name may be a record's value, when the file has no
+    header, so a message about one of their columns gives its position, never its name."""
+    roles = {role for role, spec in cfg.tables() if spec.format == "csv" and not spec.table}
+    for role, df in tables:
+        if df is not None and any(".csv" in f.lower() for f in input_files(df)):
+            roles.add(role)
+    return frozenset(roles)
+
+
+def column_name(c: str, cols, role: str, csv: frozenset[str]) -> str:
+    """A column named in a message: by its position when it may be a value of a headerless CSV."""
+    if role in csv:
+        return f"column number {list(cols).index(c) + 1} (not named: it may be a value of a CSV without header)"
+    return f"column {c}"
 
 
 def input_files(df: DataFrame) -> list[str]:
@@ -189,6 +218,48 @@ def _local_longs(spark, rows, names) -> DataFrame:
         where = ""
     values = ", ".join("(" + ", ".join(f"{int(v)}L" for v in r) + ")" for r in rows)
     return spark.sql(f"SELECT * FROM VALUES {values} AS t({', '.join(names)}){where}")
+
+
+# The nodes of an analyzed plan whose output keeps its input's row order, run after run (spec:
+# "Inputs", row alignment): reading files or a table, local data, projections and filters, a
+# coalesce. Any other node (a join, an aggregation, a shuffle, a sort with ties) has none.
+ORDERED_NODES = frozenset({"Relation", "HiveTableRelation", "RelationV2", "DataSourceV2Relation", "LocalRelation",
+                           "LogicalRDD", "Range", "Project", "Filter", "SubqueryAlias", "View", "ResolvedHint"})
+
+
+def plan_nodes(df: DataFrame) -> list[str]:
+    """The analyzed plan's lines, each from its node's name on (Spark's own explain text; classic
+    and Connect print it alike)."""
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        df.explain(mode="extended")
+    plan = text.getvalue().split("== Analyzed Logical Plan ==", 1)[-1].split("== Optimized Logical Plan ==", 1)[0]
+    return [line.lstrip(" :+-|") for line in plan.strip().splitlines()[1:] if line.strip()]  # [0]: the schema
+
+
+def unordered_node(df: DataFrame) -> str | None:
+    """The first node of ``df``'s plan that gives its rows no reproducible order, or None."""
+    for line in plan_nodes(df):
+        name = line.split(" ", 1)[0].split("[", 1)[0]
+        if name == "Repartition" and line.rstrip().endswith(", false"):  # a coalesce: no shuffle
+            continue
+        if name not in ORDERED_NODES:
+            return name
+    return None
+
+
+def check_input_order(df: DataFrame, role: str) -> None:
+    """Refuse to align ``df`` by input order when Spark gives its rows none that is reproducible."""
+    node = unordered_node(df)
+    if node is not None:
+        raise InputError(
+            f"{role}: with row_key: null, records are aligned by input order, and this DataFrame has none that "
+            f"Spark reproduces (its plan has a {node}: a shuffle hands rows over in a different order from run to "
+            "run, and again when a task is retried). Add a key column to every table and set row_key, or give "
+            "tables read from files or made from local data")
 
 
 def with_position(df: DataFrame, col: str = ID) -> DataFrame:

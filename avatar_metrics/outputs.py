@@ -4,9 +4,14 @@ The rules (README, "Safety"):
 
 - A destination (the run's ``output``, a split's ``--working`` / ``--holdout``)
   must not be, contain or lie inside an input, and must not be a file.
-- It must be absent, empty, or a folder this tool wrote: such a folder holds a
-  marker file, ``.avatar-metrics``, listing the entries the tool put there.
-  A folder with anything else in it is refused, never cleared.
+- It must be absent, empty, or a folder this tool wrote for the same kind of
+  output (a run's report, a split's half): such a folder holds a marker file,
+  ``.avatar-metrics``, naming that kind and listing every file and folder the
+  tool put there, at every depth. A folder with anything else in it, in a
+  subfolder too, is refused, never cleared.
+- What a rename needs is checked before the work too: the destination is no
+  mount point, neither it nor its parent is append-only or immutable, and the
+  hidden siblings' names fit the file system.
 - Outputs are built in a hidden sibling folder and moved into place in one
   rename when complete, so a crash, a kill or a concurrent run never leaves a
   mixture; the earlier outputs are removed only after that rename. When the
@@ -97,30 +102,54 @@ def destination(path: str, what: str) -> Path:
     """The absolute, resolved destination folder named by the user."""
     if not isinstance(path, str) or not path.strip():
         raise InputError(f"{what}: give a folder path")
+    if "\x00" in path:
+        raise InputError(f"{what}: the path holds a NUL character, which no file system takes: check it")
     return Path(os.path.abspath(expand(path))).resolve()
 
 
-def foreign_entries(folder: Path) -> list[str]:
-    """The entries of ``folder`` this tool did not write (sorted); [] when empty or all ours."""
-    entries = sorted(os.listdir(folder))
+# The kind of output a destination holds, by the name the user gave it: a run's output is not a
+# split's half, and one never replaces the other.
+KINDS = {"output": "report", "--working": "split", "--holdout": "split"}
+
+
+def output_kind(what: str) -> str:
+    return KINDS.get(what, what)
+
+
+def tree(folder: Path) -> list[str]:
+    """Every file and folder under ``folder``, as paths relative to it (``records/part-0.parquet``)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        rel = os.path.relpath(dirpath, folder)
+        for name in dirnames + filenames:
+            out.append(name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"))
+    return sorted(out)
+
+
+def foreign_entries(folder: Path, kind: str | None = None) -> list[str]:
+    """The entries of ``folder`` (at any depth) this tool did not write for an output of ``kind``
+    (sorted); [] when empty or all ours. A marker of another kind, or of an earlier version that
+    listed the top level only, makes every entry foreign."""
+    entries = tree(folder)
     if not entries:
         return []
-    if MARKER not in entries:
-        return entries
-    ours = _marked(folder)
-    if ours is None:
-        return entries
-    return [e for e in entries if e != MARKER and e not in ours]
+    data = _marked(folder)
+    if data is None or "tree" not in data or (kind is not None and data.get("kind") != kind):
+        return [e for e in entries if "/" not in e]  # nothing in it is known to be ours
+    ours = set(data["tree"]) | {MARKER}
+    return [e for e in entries if e not in ours]
 
 
-def _marked(folder: Path) -> set[str] | None:
+def _marked(folder: Path) -> dict | None:
     try:
         data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("tool") != TOOL or not isinstance(data.get("files"), list):
         return None
-    return {str(f) for f in data["files"]}
+    if "tree" in data and not isinstance(data["tree"], list):
+        return None
+    return data
 
 
 def check_destination(dest: Path, inputs: Sequence[tuple[str, str]], what: str) -> None:
@@ -142,7 +171,16 @@ def check_destination(dest: Path, inputs: Sequence[tuple[str, str]], what: str) 
         return
     if not dest.is_dir():
         raise InputError(f"{what} {dest} is a file, not a folder: choose a folder for the outputs")
-    foreign = foreign_entries(dest)
+    data = _marked(dest)
+    kind = output_kind(what)
+    if data is not None and "tree" not in data:
+        raise InputError(f"{what} {dest} was written by an earlier version of avatar-metrics, which did not list "
+                         "the files inside its folders: remove it yourself (once you have checked that nothing of "
+                         "yours is inside), or choose a new folder")
+    if data is not None and data.get("kind") != kind:
+        raise InputError(f"{what} {dest} holds the outputs of another command of avatar-metrics (a "
+                         f"{data.get('kind')}, not a {kind}): choose another folder")
+    foreign = foreign_entries(dest, kind)
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise InputError(
@@ -152,6 +190,7 @@ def check_destination(dest: Path, inputs: Sequence[tuple[str, str]], what: str) 
     _check_writable(dest.parent, dest, what)
     _check_writable(dest, dest, what)
     _check_keepable(dest, what)
+    _check_movable(dest, what)
 
 
 def _check_parent(dest: Path, what: str) -> None:
@@ -161,7 +200,54 @@ def _check_parent(dest: Path, what: str) -> None:
             if not parent.is_dir():
                 raise InputError(f"{what} {dest}: {parent} is a file, not a folder")
             _check_writable(parent, dest, what)
+            _check_names(dest, parent, what)
             return
+
+
+SIBLING_SUFFIX = len(".avatar-metrics-stage-") + 12 + 1  # "." + name + this: the longest hidden sibling
+FS_APPEND, FS_IMMUTABLE = 0x20, 0x10  # Linux inode flags (chattr +a, +i)
+
+
+def _check_names(dest: Path, existing: Path, what: str) -> None:
+    """The hidden siblings' names (``.<name>.avatar-metrics-stage-<12 hex>``) fit the file system."""
+    try:
+        longest = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        longest = 255
+    if len(os.fsencode(dest.name)) + SIBLING_SUFFIX > longest:
+        raise InputError(f"{what} {dest}: the name is too long for the folder built beside it "
+                         f"(.{dest.name[:20]}...avatar-metrics-stage-..., over {longest} bytes): choose a shorter name")
+
+
+def _inode_flags(path: Path) -> int:
+    """The Linux inode flags of ``path`` (0 where the system or file system does not say)."""
+    try:
+        import array
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except (ImportError, OSError):
+        return 0
+    try:
+        buf = array.array("l", [0])
+        fcntl.ioctl(fd, 0x80086601, buf)  # FS_IOC_GETFLAGS
+        return buf[0]
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
+def _check_movable(dest: Path, what: str) -> None:
+    """An existing destination is moved aside when the new outputs take its place: refuse before the
+    work what would refuse that rename."""
+    _check_names(dest, dest.parent, what)
+    if os.path.ismount(dest):
+        raise InputError(f"{what} {dest} is a mount point, which cannot be replaced: choose a folder inside it")
+    for folder in (dest, dest.parent):
+        if _inode_flags(folder) & (FS_APPEND | FS_IMMUTABLE):
+            raise InputError(f"{what} {dest}: {folder} is append-only or immutable (chattr), so the outputs cannot "
+                             "be moved into place: choose another folder, or clear that attribute")
 
 
 def _check_writable(folder: Path, dest: Path, what: str) -> None:
@@ -196,6 +282,8 @@ def locked(dest: Path, what: str) -> Iterator[None]:
     if dest in _HELD:
         yield
         return
+    # the folders made here for the lock, deepest first: taken away again if they end up empty
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
     dest.parent.mkdir(parents=True, exist_ok=True)
     lock = dest.parent / f".{dest.name}.avatar-metrics.lock"
     fd = None
@@ -220,6 +308,11 @@ def locked(dest: Path, what: str) -> Iterator[None]:
     finally:
         _HELD.discard(dest)
         lock.unlink(missing_ok=True)
+        for folder in made:  # a failed run leaves no trace; after a complete one, the output is inside
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 def _stale(lock: Path) -> bool:
@@ -304,7 +397,8 @@ def publish(dest: Path, build: Callable[[Path], Iterable[str]], what: str) -> No
         if dest.exists():
             _carry(dest, stage)
         names = list(build(stage))
-        write_atomic(stage / MARKER, json.dumps({"tool": TOOL, "files": sorted(names)}, indent=1) + "\n")
+        marker = {"tool": TOOL, "kind": output_kind(what), "files": sorted(names), "tree": tree(stage)}
+        write_atomic(stage / MARKER, json.dumps(marker, indent=1) + "\n")
         if dest.exists():
             check_destination(dest, (), what)  # nothing foreign appeared meanwhile
             old = _sibling(dest, "old")

@@ -6,12 +6,15 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import metrics as declared
 from .metrics.base import MetricResult, jsonable
+from .metrics.sampled import sampled_sides
+from .errors import InputError
 from .outputs import check_destination, destination, locked, publish, write_atomic
 
 __all__ = ["MetricResult", "Report"]
@@ -53,8 +56,8 @@ class Report:
                 verdict = "met" if m.passed else "MISSED"
                 ci = m.details.get("ci95")
                 if ci is not None:  # spec: the interval, and that it comes from a sample
-                    verdict += (f"  (95% CI {metric.show(ci[0])} to {metric.show(ci[1])}; sampled, "
-                                f"{m.details['sampled']:,} of {self.inputs['originals_rows']:,} originals)")
+                    verdict += (f"  (95% CI {metric.show(ci[0])} to {metric.show(ci[1])}; "
+                                f"{sampled_sides(m.details, self.inputs)})")
                 lines.append(f"{metric.title:<32} {metric.show(m.value):>8} {m.target:>7g}  {verdict}")
             else:
                 lines.append(f"{metric.title:<32} {'-':>8} {m.target:>7g}  not computed: {m.reason}")
@@ -75,7 +78,9 @@ class Report:
         an input; the outputs are built beside it and moved into place whole.
         Returns the folder.
         """
-        dest = destination(str(path), "output")
+        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"Report.write needs a folder path (a str or a pathlib.Path), not {type(path).__name__}")
+        dest = destination(os.fspath(path), "output")
         check_destination(dest, self.sources, "output")
         with locked(dest, "output"):
             check_destination(dest, self.sources, "output")

@@ -18,7 +18,8 @@ from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import ID, KEY, RESERVED_PREFIX, cache_plain, col, input_files, with_position
+from .io import (ID, KEY, RESERVED_PREFIX, cache_plain, check_input_order, col, column_name, csv_roles,
+                 with_position)
 
 log = logging.getLogger(__name__)
 
@@ -149,24 +150,6 @@ def _empty(role: str):
     _fail(f"{role}: the table is empty: check the path or table name")
 
 
-def csv_roles(cfg: Config, tables) -> frozenset[str]:
-    """The roles whose column names come from a CSV header row (a configured CSV, or a
-    DataFrame reading .csv files): such a name may be a record's value, when the file has no
-    header, so a message about a column that only one table has never quotes it."""
-    roles = {role for role, spec in cfg.tables() if spec.format == "csv" and not spec.table}
-    for role, df in tables:
-        if df is not None and any(".csv" in f.lower() for f in input_files(df)):
-            roles.add(role)
-    return frozenset(roles)
-
-
-def _name(c: str, cols: dict, role: str, csv: frozenset[str]) -> str:
-    """A column named in a message: by its position when it may be a value of a headerless CSV."""
-    if role in csv:
-        return f"column number {list(cols).index(c) + 1} (not named: it may be a value of a CSV without header)"
-    return f"column {c}"
-
-
 def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Config,
                      csv: frozenset[str] = frozenset()) -> dict[str, str]:
     """The variables V and their kinds. ``csv``: the roles whose names may be values (``csv_roles``)."""
@@ -176,9 +159,9 @@ def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Confi
     everywhere = set(o_cols) | set(a_cols) | (set(h_cols) if h_cols else set())
     for role, cols in (("originals", o_cols), ("avatars", a_cols), ("holdout", h_cols)):
         for c in cols or ():
-            if c.startswith(RESERVED_PREFIX):
-                _fail(f"{role}: column {c} starts with {RESERVED_PREFIX}, which this tool keeps for its own "
-                      "columns: rename it")
+            if c.lower().startswith(RESERVED_PREFIX):  # Spark compares names without case
+                _fail(f"{role}: {column_name(c, cols, role, csv)} starts with {RESERVED_PREFIX} (in any case), which "
+                      "this tool keeps for its own columns: rename it")
     if not set(o_cols) & set(a_cols):
         # never quote the names: a CSV read without its header row makes them of its first record
         _fail("originals and avatars share no column name: check that both are the right tables, and that "
@@ -198,11 +181,11 @@ def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Confi
     for role, cols in others:
         for c in o_vars:
             if c not in cols:
-                _fail(f"{role}: {_name(c, o_cols, 'originals', csv)} of the originals is missing: add it to the "
+                _fail(f"{role}: {column_name(c, o_cols, 'originals', csv)} of the originals is missing: add it to the "
                       f"{role} or list it under exclude (and check that every CSV file starts with a header row)")
         for c in cols:
             if c not in skip and c not in o_cols:
-                _fail(f"{role}: {_name(c, cols, role, csv)} is not in the originals: remove it or list it under "
+                _fail(f"{role}: {column_name(c, cols, role, csv)} is not in the originals: remove it or list it under "
                       "exclude (and check that every CSV file starts with a header row)")
     if not o_vars:
         _fail("originals: no variable is left to compare once exclude and row_key are taken out")
@@ -215,14 +198,13 @@ def derive_variables(o: DataFrame, a: DataFrame, h: DataFrame | None, cfg: Confi
                 continue
             tc = type_class(cols[c])
             if tc is None:
-                _fail(
-                    f"{role}: column {c} has type {cols[c].simpleString()}, which has no meaning for these metrics: "
-                    "cast it to a number or a string, or list it under exclude"
-                )
+                _fail(f"{role}: {column_name(c, cols, role, csv)} has type {cols[c].simpleString()}, which has no "
+                      "meaning for these metrics: cast it to a number or a string, or list it under exclude")
             kinds[role] = tc
         if len(set(kinds.values())) > 1:
             detail = ", ".join(f"{r} {k}" for r, k in kinds.items())
-            _fail(f"column {c} has conflicting types ({detail}): make the tables agree, or list it under exclude")
+            named = column_name(c, o_cols, "originals", csv)
+            _fail(f"{named} has conflicting types ({detail}): make the tables agree, or list it under exclude")
         tc = kinds["originals"]
         variables[c] = "numeric" if tc == "number" else "categorical"
 
@@ -437,6 +419,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
             if cfg.row_key is not None:
                 df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, exact)
             else:
+                check_input_order(raw, role)
                 df = _clean(with_position(raw), variables, F.col(ID), exact=exact)
             tables[role] = cache_plain(df)
         # one action fills the caches and counts: the positions' first pass reads no column, and
@@ -445,6 +428,8 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         for role, raw in raws:
             if stats[role].rows == 0:
                 _empty(role)
+            if stats[role].rows < cfg.min_group:  # spec: "Small groups"
+                _fail(f"{role}: {stats[role].rows} records, fewer than min_group ({cfg.min_group}): its figures would give a handful of people back")
             if cfg.row_key is not None:
                 check_keys(role, tables[role], raw, cfg.row_key)
         _check_values(stats, variables)
@@ -466,11 +451,9 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
                 _fail(f"avatars: the row key {cfg.row_key} values differ from the originals' ({side}): both tables need "
                       "the same key set, or set avatars_aligned: false for synthetic data with no link to the originals")
         elif n_o != n_a:
-            _fail(
-                f"avatars: {n_a} records against {n_o} originals: avatars are aligned with originals row by row, "
-                "so both tables need the same number of records (or a row_key); for synthetic data with no link to "
-                "the originals, set avatars_aligned: false"
-            )
+            _fail(f"avatars: {n_a} records against {n_o} originals: avatars are aligned with originals row by row, "
+                  "so both tables need the same number of records (or a row_key); for synthetic data with no link to "
+                  "the originals, set avatars_aligned: false")
     except BaseException:
         for df in tables.values():
             df.unpersist()

@@ -88,7 +88,9 @@ def _release_caches():
 def to_spark(spark, pdf, partitions=None):
     df = spark.createDataFrame(pdf)
     if partitions:
-        df = df.repartition(partitions)
+        # local data in that many partitions, in input order (a repartition would shuffle the rows,
+        # which positional alignment refuses: spec, "Inputs")
+        df = spark.createDataFrame(spark.sparkContext.parallelize(df.collect(), partitions), df.schema)
     return df
 
 

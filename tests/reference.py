@@ -202,7 +202,7 @@ def knowledge(O, A, known, kinds):
 def midpoint(values, q):
     xs = sorted(values)
     m = len(xs)
-    h = (m - 1) * q / 100
+    h = (m - 1) * Fraction(repr(float(q))) / 100  # exact: q as the decimal written (spec, Closest Rate)
     return (xs[math.floor(h)] + xs[math.ceil(h)]) / 2
 
 
@@ -406,8 +406,6 @@ def attribute_inference(O, A, H, known, secrets, kinds, seed, sample=None, sampl
         out[name] = {
             "n": len(asked),
             "right": {s: sum(1 for i in asked if right(recs[i][s], arecs[res[i][3]][s], s)) for s in secrets},
-            "avatar": [res[i][3] for i in range(len(T))],
-            "per_record": [sum(right(recs[i][s], arecs[res[i][3]][s], s) for s in secrets) for i in range(len(T))],
         }
     o, h = out["attribute"], out["attribute_control"]
     per = {}
@@ -415,14 +413,13 @@ def attribute_inference(O, A, H, known, secrets, kinds, seed, sample=None, sampl
         p_o, p_h = o["right"][s] / o["n"], h["right"][s] / h["n"]
         per[s] = {"p_o": p_o, "p_h": p_h, "protection": 100 * (1 - _risk(p_o, p_h)),
                   "right_o": o["right"][s], "right_h": h["right"][s]}
-    return {"value": min(v["protection"] for v in per.values()), "secrets": per, "n": o["n"], "n_control": h["n"],
-            "avatar": o["avatar"], "aip_right": o["per_record"]}
+    return {"value": min(v["protection"] for v in per.values()), "secrets": per, "n": o["n"], "n_control": h["n"]}
 
 
-def risk_protection_interval(right_o, n_o, right_h, n_h):
+def risk_protection_interval(right_o, n_o, right_h, n_h, z=Z95):
     """The protection's interval from the widest risk over the Wilson intervals of p_O and p_H."""
-    o_lo, o_hi = wilson(right_o, n_o)
-    h_lo, h_hi = wilson(right_h, n_h)
+    o_lo, o_hi = wilson(right_o, n_o, z)
+    h_lo, h_hi = wilson(right_h, n_h, z)
     clip = lambda p: min(max(p, 0.0), 1.0)
     lo_risk, hi_risk = _risk(clip(o_lo), clip(h_hi)), _risk(clip(o_hi), clip(h_lo))
     return [100 * (1 - hi_risk), 100 * (1 - lo_risk)]

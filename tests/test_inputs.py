@@ -88,6 +88,31 @@ def test_string_row_key(spark):
     assert rep["metrics"]["column_direct_match_protection"]["details"]["counts"]["city"]["matches"] == 20
 
 
+UNORDERED = {
+    "repartition": lambda d: d.repartition(3),
+    "join": lambda d: d.join(d.select("age").distinct(), "age"),
+    "aggregate": lambda d: d.groupBy(*d.columns).count().drop("count"),
+    "sort": lambda d: d.orderBy("age"),  # ties in age: their order changes with the shuffle
+}
+
+
+@pytest.mark.parametrize("how", list(UNORDERED))
+def test_input_order_is_refused_where_spark_does_not_reproduce_it(spark, tmp_path, how):
+    """Positional alignment of a shuffled table would pair records by fetch order: refused, naming
+    the table and row_key. A key aligns it; files, a coalesce and local data keep their order."""
+    O = frame(30, 3).assign(pid=np.arange(30))
+    o = spark.read.parquet(write_parts(O, tmp_path / "o", 2))
+    only = {"only": ["column_direct_match_protection"]}
+    with pytest.raises(InputError) as err:
+        evaluate(spark, o, UNORDERED[how](o), None, {"records": False, "exclude": ["pid"]}, **only)
+    assert "avatars" in str(err.value) and "row_key" in str(err.value) and SECRET not in str(err.value)
+    rep = evaluate(spark, o, UNORDERED[how](o), None, {"records": False, "row_key": "pid"}, **only).to_dict()
+    assert rep["metrics"]["column_direct_match_protection"]["details"]["counts"]["age"]["matches"] == 30
+    ordered = o.coalesce(1).select("*").filter("age > 0")
+    rep = evaluate(spark, ordered, spark.createDataFrame(O), None, {"records": False, "exclude": ["pid"]}, **only)
+    assert rep.to_dict()["metrics"]["column_direct_match_protection"]["details"]["counts"]["age"]["matches"] == 30
+
+
 def errors():
     base = frame(20, 5)
     other = frame(20, 6)

@@ -97,7 +97,7 @@ def test_knowledge_zero_mean_and_constant(spark):
     A = pd.DataFrame({"z": [-2.9, -2.1, 0.9, 1.1, 2.4, 3.3, 5.0, 4.0, 0.1, -0.3], "c": [7, 7, 7, 8, 7, 7, 7, 7, 9, 7]})
     kinds = {"z": "numeric", "c": "numeric"}
     rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None,
-                   {"known_variables": ["z", "c"], "records": False}, only=[KPR]).to_dict()
+                   {"known_variables": ["z", "c"], "records": False, "min_group": 5}, only=[KPR]).to_dict()
     m = rep["metrics"]["knowledge_protection_rate"]
     _, bins, spans = ref.knowledge_bins(O, ["z", "c"], kinds)
     assert bins["z"][1] == 0.05 * 6.0  # mean over U is 0: step from the range

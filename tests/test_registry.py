@@ -26,15 +26,15 @@ TOY = Metric(key="toy_count", title="Toy Count", target=1000, unit=COUNT, comput
 def test_a_new_declaration_reaches_every_output(spark, monkeypatch):
     monkeypatch.setattr(metrics, "REGISTRY", metrics.REGISTRY + (TOY,))
     assert build_config({"targets": {"toy_count": 5}}, require_inputs=False).targets["toy_count"] == 5
-    O = pd.DataFrame({"a": [1, 2, 3, 4], "b": list("xyxz")})
+    O = pd.DataFrame({"a": [1, 2, 3, 4] * 3, "b": list("xyxz") * 3})
     rep = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(O), None, {"known_variables": ["a", "b"]},
                    only=["toy_count"])
     d = rep.to_dict()
     assert list(d["metrics"])[-1] == "toy_count" and "toy_count" in d["timings"]
-    assert d["metrics"]["toy_count"]["value"] == 4.0 and d["metrics"]["toy_count"]["passed"] is False
+    assert d["metrics"]["toy_count"]["value"] == 12.0 and d["metrics"]["toy_count"]["passed"] is False
     assert "Toy Count" in rep.summary() and "toy_count" in rep.missed_targets()
     page = rep.html()
-    assert 'id="card-toy_count"' in page and "4 records counted." in page and "Count more records." in page
+    assert 'id="card-toy_count"' in page and "12 records counted." in page and "Count more records." in page
     assert 'id="plot-toy"' in page
     assert rep.records.select("toy_column").distinct().collect()[0][0] == 7
     rep.records.unpersist()

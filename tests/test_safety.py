@@ -288,6 +288,65 @@ def case_run_replaces_its_own_earlier_outputs_whole(t):
                 code=0, check=check)
 
 
+def case_run_keeps_a_user_file_inside_an_earlier_records_folder(t):
+    CANNED["report"].write(t / "out")
+    (t / "out" / "records" / "my-notes.txt").write_text("the user's own file")
+    return Case([config(t)], runner="canned", words=("records/my-notes.txt", "did not write"))
+
+
+def case_run_output_at_a_split_half_is_refused(t):
+    src = put(t / "data" / "all.parquet", pd.concat([frame(), frame(seed=3)], ignore_index=True))["path"]
+    assert main(run_split(t, src, t / "w", t / "h")) == 0
+    return Case([config(t, output=str(t / "w"))], runner="canned", words=("output", "another command", "split"))
+
+
+def case_split_half_at_a_run_output_is_refused(t):
+    CANNED["report"].write(t / "out")
+    src = put(t / "data" / "all.parquet", pd.concat([frame(), frame(seed=3)], ignore_index=True))["path"]
+    return Case(run_split(t, src, t / "out", t / "h", "--overwrite"), words=("--working", "another command", "report"))
+
+
+def case_run_failed_leaves_no_folder_it_made(t):
+    a = put(t / "data" / "a2.parquet", frame(seed=1).assign(score="text"))  # found by Spark, after the lock
+    cfg = config(t, avatars=a, output=str(t / "new" / "deep" / "out"))
+    return Case(["run", "--config", cfg], words=("score", "conflicting types"))
+
+
+def case_run_output_name_too_long_for_its_staging_sibling(t):
+    cfg = config(t, output=str(t / ("o" * 240)))
+    return Case(["run", "--config", cfg], words=("output", "too long"))
+
+
+def case_run_output_is_a_mount_point(t):
+    (t / "out").mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "none", str(t / "out")], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    return Case(["run", "--config", config(t)], words=("output", "mount point"),
+                teardown=lambda t: subprocess.run(["umount", str(t / "out")], check=True))
+
+
+def case_run_output_is_append_only(t):
+    (t / "out").mkdir()
+    if subprocess.run(["chattr", "+a", str(t / "out")], capture_output=True).returncode != 0:
+        pytest.skip("chattr +a is not available here")
+    return Case(["run", "--config", config(t)], words=("output", "append-only"),
+                teardown=lambda t: subprocess.run(["chattr", "-a", str(t / "out")], check=True))
+
+
+def case_run_nul_in_the_output_path(t):
+    return Case(["run", "--config", config(t, output=str(t / "o\x00ut"))], words=("output", "NUL"))
+
+
+@pytest.mark.parametrize("path", [None, 123, b"out", 1.5])
+def test_report_write_refuses_what_is_not_a_path(canned, tmp_path, monkeypatch, path):
+    from avatar_metrics.errors import InputError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="folder path"):
+        canned.write(path)
+    assert os.listdir(tmp_path) == []
+
+
 # ------------------------------------------------------------------ personal data
 
 
@@ -518,6 +577,29 @@ def case_run_csv_without_header_first_row_mostly_text(t):
     return Case(["run", "--config", cfg], words=("originals", "o.csv", "does not look like a header"))
 
 
+def case_run_csv_without_header_first_row_half_numbers(t):
+    # the second round's case: ID, "Name Surname", region, number; two of four fields are numbers
+    o = pd.DataFrame({"id": range(7, 47), "name": ["Jeanne Secretperson"] + [f"N{i} S{i}" for i in range(39)],
+                      "region": ["Bretagne", "Alsace"] * 20, "number": range(100, 140)})
+    cfg = config(t, originals=headerless(t / "data" / "o.csv", o), exclude=[], known_variables=[])
+    return Case(["run", "--config", cfg], words=("originals", "o.csv", "does not look like a header"),
+                secrets=("Jeanne Secretperson", "Bretagne"))
+
+
+def case_run_csv_without_header_first_row_with_a_date_of_birth(t):
+    o = pd.DataFrame({"name": ["Jeanne Secretperson"] + [f"N{i} S{i}" for i in range(39)],
+                      "born": ["1984-03-02"] + [f"19{50 + i}-01-01" for i in range(39)], "city": ["Lyon", "Paris"] * 20})
+    cfg = config(t, originals=headerless(t / "data" / "o.csv", o), exclude=[], known_variables=[])
+    return Case(["run", "--config", cfg], words=("originals", "o.csv", "does not look like a header"),
+                secrets=("Jeanne Secretperson", "1984-03-02"))
+
+
+def case_internal_column_name_in_capitals(t):
+    o = put(t / "data" / "o2.parquet", frame().rename(columns={"score": "__AM_ID"}))
+    a = put(t / "data" / "a2.parquet", frame(seed=1).rename(columns={"score": "__AM_ID"}))
+    return Case(["run", "--config", config(t, originals=o, avatars=a)], words=("originals", "__am_", "rename it"))
+
+
 def case_run_csv_header_name_only_in_one_table_is_not_quoted(t):
     # a name only the avatars' CSV header has may be a record's value: it is given by position
     a = frame(seed=1).assign(extra=1).rename(columns={"extra": SECRET})
@@ -549,10 +631,81 @@ def case_run_knowledge_bins_do_not_give_unique_originals_back(t):
     def check(t):
         rep = json.loads((t / "out" / "report.json").read_text())
         d = rep["metrics"]["knowledge_protection_rate"]["details"]
-        assert d["unique_originals"] == 2 and d["bins"]["age"] == math.floor((71.123 - lo) / step) + 1
+        # two unique originals, under min_group: the bin count (which pins one age from the other) is left out
+        assert d["unique_originals"] == 2 and "bins" not in d and "min_group" in d["bins_left_out"]
 
     cfg = config(t, originals=put(t / "data" / "o2.parquet", o))
     return Case(["run", "--config", cfg], code=0, check=check, secrets=secrets)
+
+
+def case_run_one_record_tables_are_refused(t):
+    cfg = config(t, originals=put(t / "data" / "o1.parquet", frame().head(1)),
+                 avatars=put(t / "data" / "a1.parquet", frame(seed=1).head(1)))
+    return Case(["run", "--config", cfg], words=("originals", "1 records", "min_group"))
+
+
+def case_run_holdout_under_min_group_is_refused(t):
+    cfg = config(t, holdout=put(t / "data" / "h.parquet", frame(seed=2).head(12)))
+    return Case(["run", "--config", cfg, "--set", "min_group=20"], words=("holdout", "12 records", "min_group (20)"))
+
+
+def case_run_query_sample_of_one_is_refused(t):
+    return Case(["run", "--config", config(t), "--set", "query_sample=1"], words=("query_sample (1)", "min_group (10)"))
+
+
+def case_run_min_group_under_five_is_refused(t):
+    return Case(["run", "--config", config(t), "--set", "min_group=2"], words=("min_group", "at least 5"))
+
+
+def distinctive(x) -> str | None:
+    """How a float would show in text, when it is long enough to be found by chance nowhere else."""
+    text = repr(float(x))
+    return text[:10] if len(text) >= 10 and "e" not in text else None
+
+
+def spark_records(folder: Path) -> str:
+    """The text of every event log Spark wrote in ``folder`` (Spark 4 writes a folder per application)."""
+    return "".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def case_run_spark_records_hold_no_value_nor_statistic(t):
+    """The plans in the event log (and so in the UI's SQL tab) carry no record value and no
+    statistic of the originals: Knowledge's mean, bin start and step over two unique originals,
+    the Closest Rate's thresholds, Attribute Inference's tolerance; the user's spark.log.level and
+    plan-change log do not turn Spark's console logging back on without --debug; no UI."""
+    o, a = two_unique_originals(), frame(seed=1)
+    o.loc[0, "age"], o.loc[1, "age"] = 23.4567891, 71.1234567
+    rng = np.random.default_rng(5)
+    o["score"], a["score"] = rng.normal(0, 1, 40), rng.normal(0, 1, 40)
+    h = frame(seed=2).assign(score=rng.normal(0, 1, 40))
+    kinds = {"age": "numeric", "city": "categorical", "score": "numeric"}
+    _, bins, _ = ref.knowledge_bins(o.drop(columns="pid"), ["age", "city"], kinds)
+    lo, step = bins["age"]
+    mean = step / 0.05
+    values = [23.4567891, 71.1234567, *o["score"], lo, step, mean]
+    scores = pd.concat([o["score"], a["score"], h["score"]])
+    values.append(0.05 * (scores.max() - scores.min()))  # Attribute Inference's tolerance of score
+    events = t / "events"
+    events.mkdir()
+    cfg = config(t, originals=put(t / "data" / "o2.parquet", o), avatars=put(t / "data" / "a2.parquet", a),
+                 holdout=put(t / "data" / "h.parquet", h), known_variables=["age", "city"],
+                 spark={"master": "local[1]", "conf": {
+                     "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+                     "spark.eventLog.compress": "false", "spark.log.level": "WARN",
+                     "spark.sql.planChangeLog.level": "WARN"}})
+    secrets = tuple(x for x in map(distinctive, values) if x)
+    assert len(secrets) == len(values)
+
+    def check(t):
+        text = spark_records(events)
+        assert "SparkListenerSQLExecutionStart" in text  # the plans are there to be read
+        details = json.loads((t / "out" / "report.json").read_text())["metrics"]["closest_rate"]["details"]
+        found = [x for x in (*secrets, *map(distinctive, (details["tau_d"], details["tau_r"])), SECRET) if x and x in text]
+        assert found == []
+        assert '"spark.ui.enabled":"false"' in text.replace(" ", "")
+
+    return Case(["run", "--config", cfg], code=0, check=check, secrets=secrets, runner="subprocess",
+                writes=("out", "events"))
 
 
 ACL_ENTRIES = [(1, 7, 0xFFFFFFFF), (2, 5, 4243), (4, 5, 0xFFFFFFFF), (0x10, 5, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]

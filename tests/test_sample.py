@@ -124,7 +124,7 @@ def test_a_sampled_run_against_the_references(spark, frames, holdout, partitions
     assert chosen.hidden_hit.tolist() == [hit_list[i] for i in sample]
     assert recs.loc[asked, "closest_d_wa"].tolist() == [r[1] for r in want["per_record"]]
     others = recs[~recs.sampled]
-    for col in ("lpr_linked", "lpr_avatar_a", "closest_d_wa", "closest_working", "hidden_hit", "local_cloaking"):
+    for col in ("lpr_linked", "closest_d_wa", "closest_working", "hidden_hit", "local_cloaking"):
         assert others[col].isna().all(), col
     assert others.kpr_unique.notna().all()  # Knowledge is not sampled
 

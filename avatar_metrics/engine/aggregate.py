@@ -16,6 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..io import col
+from .carried import carry
+from ..kernels.intervals import midpoint_ranks
 from ..kernels.exact import SHIFT, recompose  # M = hi * 2**SHIFT + lo
 
 NOT_FINITE = 9999  # the exponent that marks an infinite value (refused)
@@ -157,7 +159,7 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]],
     plan = {}
     for c in names:
         m = first[c][0]
-        plan[c] = (m, [(math.floor((m - 1) * q / 100), math.ceil((m - 1) * q / 100)) for q in wanted[c]])
+        plan[c] = (m, [midpoint_ranks(m, q) for q in wanted[c]])
     found = _elements(df, first, {c: _ranks(pairs) for c, (m, pairs) in plan.items() if m}, counting)
     out = {}
     for c, (m, pairs) in plan.items():
@@ -221,15 +223,21 @@ def _bucket_round(df: DataFrame, sought: dict, counting: Counting) -> dict:
     """One round of ``percentiles_of``: finds what it can of ``sought`` and narrows the rest in place."""
     ranges = sorted({(key[0], lo, hi) for key, (lo, hi, _) in sought.items()})
     number = {rng: r for r, rng in enumerate(ranges)}
+    buckets = counting.buckets
+    widths = {}
+    for r, (c, lo, hi) in enumerate(ranges):
+        width = hi / buckets - lo / buckets if hi > lo else 1.0  # finite; hi - lo may overflow
+        widths[r] = width if width > 0 else hi - lo
+    # the ranges' ends are values of the data: carried as data (engine.carried), not in the plan
+    df, v = carry(df, {f"{part}{r}": x for r, (_, lo, hi) in enumerate(ranges)
+                       for part, x in (("lo", lo), ("hi", hi), ("w", widths[r]))})
     tagged = []
     for r, (c, lo, hi) in enumerate(ranges):
         x = col(c).cast("double")
-        buckets = counting.buckets
-        width = hi / buckets - lo / buckets if hi > lo else 1.0  # finite; hi - lo may overflow
-        width = width if width > 0 else hi - lo
         # monotone in x: a difference, a division by a positive number, a clamp and floor all are
-        b = F.floor(F.least((x - F.lit(lo)) / F.lit(width), F.lit(float(buckets - 1)))).cast("int")
-        tagged.append(F.when(x.between(lo, hi), F.struct(F.lit(r).alias("r"), b.alias("b"), x.alias("x"))))
+        b = F.floor(F.least((x - v[f"lo{r}"]) / v[f"w{r}"], F.lit(float(buckets - 1)))).cast("int")
+        inside = (x >= v[f"lo{r}"]) & (x <= v[f"hi{r}"])
+        tagged.append(F.when(inside, F.struct(F.lit(r).alias("r"), b.alias("b"), x.alias("x"))))
     cells = (_tagged(df, tagged)
              .groupBy(F.col("t.r").alias("r"), F.col("t.b").alias("b"))
              .agg(F.count(F.lit(1)).alias("n"), F.min("t.x").alias("lo"), F.max("t.x").alias("hi"))
@@ -257,8 +265,11 @@ def _bucket_round(df: DataFrame, sought: dict, counting: Counting) -> dict:
             sought[key] = (float(blo), float(bhi), k - before)
     if collect:
         parts = list(collect)
-        tagged = [F.when(col(c).cast("double").between(lo, hi), F.struct(F.lit(j).alias("j"), col(c).cast("double").alias("x")))
-                  for j, (c, lo, hi) in enumerate(parts)]
+        df, v = carry(df, {f"{end}{j}": x for j, (_, lo, hi) in enumerate(parts) for end, x in (("lo", lo), ("hi", hi))})
+        tagged = []
+        for j, (c, _, _) in enumerate(parts):
+            x = col(c).cast("double")
+            tagged.append(F.when((x >= v[f"lo{j}"]) & (x <= v[f"hi{j}"]), F.struct(F.lit(j).alias("j"), x.alias("x"))))
         rows = (_tagged(df, tagged)
                 .groupBy(F.col("t.j").alias("j"), F.col("t.x").alias("x")).agg(F.count(F.lit(1)).alias("n"))
                 .collect())
@@ -313,9 +324,8 @@ def kth_smallest_pairs(df: DataFrame, key: str, tie: str, k: int) -> tuple[int, 
     raise ValueError(f"rank {k} is past the {before} records")
 
 
-def _bin(col, lo: float, hi: float, bins: int):
-    width = (hi - lo) / bins if hi > lo else 1.0
-    return F.least(F.greatest(F.floor((col - F.lit(lo)) / F.lit(width)), F.lit(0)), F.lit(bins - 1)).cast("int")
+def _bin(col, lo: Column, width: Column, bins: int):
+    return F.least(F.greatest(F.floor((col - lo) / width), F.lit(0)), F.lit(bins - 1)).cast("int")
 
 
 Axis = tuple[str, float, float, int]  # column, lo, hi, bins
@@ -330,13 +340,19 @@ def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[s
     go to the end bins.
     """
     names = list(wanted)
+    # the axes' ends may be statistics of the data (the largest distance): carried as data
+    edges = {}
+    for h, name in enumerate(names):
+        for a, (_, lo, hi, bins) in enumerate(wanted[name]):
+            edges[f"lo{h}_{a}"], edges[f"w{h}_{a}"] = lo, (hi - lo) / bins if hi > lo else 1.0
+    df, v = carry(df, edges)
     cells = []
     for h, name in enumerate(names):
         axes = wanted[name]
         cell = F.lit(0)
         present = F.lit(True)
-        for c, lo, hi, bins in axes:
-            cell = cell * F.lit(bins) + _bin(col(c), lo, hi, bins)
+        for a, (c, lo, hi, bins) in enumerate(axes):
+            cell = cell * F.lit(bins) + _bin(col(c), v[f"lo{h}_{a}"], v[f"w{h}_{a}"], bins)
             present = present & col(c).isNotNull()
         cells.append(F.struct(F.lit(h).alias("h"), F.when(present, cell).alias("cell")))
     rows = (df.select(F.explode(F.array(*cells)).alias("x")).select("x.*").filter(F.col("cell").isNotNull())

@@ -22,6 +22,7 @@ from ..io import ID
 from ..kernels.keyed import SAMPLE, SAMPLE_HOLDOUT, SPLIT, record_keys
 from ..schema import Inputs
 from .aggregate import kth_smallest_pairs
+from .carried import carry
 
 log = logging.getLogger("avatar_metrics")
 
@@ -42,8 +43,10 @@ def smallest_ids(df: DataFrame, k: int, seed: int, name: str) -> DataFrame:
     keyed = split_keys(df, seed, name).cache()
     k_last, id_last = kth_smallest_pairs(keyed, "key", ID, k - 1)
     key = F.col("key")
-    chosen = (key < F.lit(k_last)) | ((key == F.lit(k_last)) & (F.col(ID) <= F.lit(id_last)))
-    out = keyed.filter(chosen).select(ID).cache()
+    # the last id may be a row key's value: carried as data (engine.carried), not in the plan
+    with_last, last = carry(keyed, {"key": k_last, "id": id_last})
+    chosen = (key < last["key"]) | ((key == last["key"]) & (F.col(ID) <= last["id"]))
+    out = with_last.filter(chosen).select(ID).cache()
     out.count()
     keyed.unpersist()
     return out
@@ -77,14 +80,15 @@ def draw_sample(inputs: Inputs, size: int | None, seed: int) -> None:
     if size is None:
         return
     n = inputs.n_originals
+    holdout_sampled = inputs.holdout is not None and size < inputs.n_holdout
     if size >= n:
-        log.info("query_sample: %d is at least the %d originals: every original is a query, the run is exact",
-                 size, n)
+        log.info("query_sample: %d is at least the %d originals: every original is a query%s", size, n,
+                 "" if holdout_sampled else "; no table is sampled, the run is exact")
     else:
         inputs.sample_mark, inputs.n_sampled = _keyed_sample(inputs.originals, size, seed, SAMPLE, "originals")
         log.info("query_sample: %d of %d originals are the queries of every search, against all candidates; "
                  "the search-based metrics carry a 95%% confidence interval", size, n)
-    if inputs.holdout is not None and size < inputs.n_holdout:
+    if holdout_sampled:
         inputs.holdout_mark, inputs.n_holdout_sampled = _keyed_sample(inputs.holdout, size, seed, SAMPLE_HOLDOUT,
                                                                       "holdout records")
         log.info("query_sample: %d of %d holdout records are the queries of the searches that ask about them "

@@ -10,15 +10,34 @@ queries and confidence intervals"): pure functions of counts, no Spark.
   Hanley and McNeil's (1982) standard error, clipped to ``[0, 1]``.
 - An attribute-inference risk ``(p_O - p_H) / (1 - p_H)``: the widest risk over
   the Wilson intervals of ``p_O`` and ``p_H`` (it grows with ``p_O`` and falls
-  with ``p_H``, so the ends pair the opposite ends).
+  with ``p_H``, so the ends pair the opposite ends). The headline, a minimum
+  over ``|S|`` secrets, takes each secret's interval at the Bonferroni
+  ``z = Phi^-1(1 - 0.025/|S|)`` (``z_bonferroni``).
+
+Also the ranks of the midpoint percentile (``midpoint_ranks``), in exact arithmetic.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from statistics import NormalDist
 from typing import Sequence
 
 Z95 = 1.959964
+
+
+def midpoint_ranks(m: int, q: float) -> tuple[int, int]:
+    """The 0-based ranks ``floor(h)`` and ``ceil(h)``, ``h = (m - 1) q / 100``, of the midpoint
+    percentile of ``m`` sorted values, ``q`` taken as the decimal the user wrote (its shortest
+    repr) and ``h`` computed exactly: in float64, ``3000 * 1.1 / 100`` is ``33.00000000000001``."""
+    h = (m - 1) * Fraction(repr(float(q))) / 100
+    return math.floor(h), math.ceil(h)
+
+
+def z_bonferroni(tests: int) -> float:
+    """The z of a 95 % interval shared by ``tests`` intervals (Bonferroni): ``Z95`` for one."""
+    return Z95 if tests <= 1 else NormalDist().inv_cdf(1.0 - 0.025 / tests)
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:

@@ -20,13 +20,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
+from ..engine.carried import carry
 from ..engine.search import nearest
 from ..io import ID, col
-from ..kernels.intervals import inference_risk, risk_interval
+from ..kernels.intervals import inference_risk, risk_interval, z_bonferroni
 from ..plots import figure, pairs_svg
 from ..schema import Inputs, ranges_of
 from .base import Metric, MetricResult
-from .linkability import avatars_by_key
 from .membership import NO_HOLDOUT
 
 KEY_NAME = "attribute_inference_protection"
@@ -44,17 +44,19 @@ def right_guesses(chosen: DataFrame, table: DataFrame, avatars: DataFrame, input
     x = table.select(ID, *[col(s).alias(f"__am_x{i}") for i, s in enumerate(secrets)])
     a = avatars.select(F.col(ID).alias(CHOSEN), *[col(s).alias(f"__am_a{i}") for i, s in enumerate(secrets)])
     joined = chosen.select(ID, F.col("cid").alias(CHOSEN)).join(x, ID).join(a, CHOSEN)
+    # the tolerances come from the variables' ranges: carried as data (engine.carried)
+    joined, tol = carry(joined, {i: t for i, t in enumerate(tolerances)})
     return joined.select(ID, CHOSEN, *[
-        _right(F.col(f"__am_x{i}"), F.col(f"__am_a{i}"), inputs.variables[s], tol).alias(f"right_{i}")
-        for i, (s, tol) in enumerate(zip(secrets, tolerances))])
+        _right(F.col(f"__am_x{i}"), F.col(f"__am_a{i}"), inputs.variables[s], tol[i]).alias(f"right_{i}")
+        for i, s in enumerate(secrets)])
 
 
-def _right(x: Column, a: Column, kind: str, tol: float) -> Column:
+def _right(x: Column, a: Column, kind: str, tol: Column) -> Column:
     if kind == "categorical":
         return x.eqNullSafe(a)
     both = x.isNull() & a.isNull()
     return F.when(both, F.lit(True)).when(x.isNull() | a.isNull(), F.lit(False)).otherwise(
-        F.abs(x.cast("double") - a.cast("double")) <= F.lit(tol))
+        F.abs(x.cast("double") - a.cast("double")) <= tol)
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -75,7 +77,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                   for r, kind in zip(ranges_of(stats, inputs.typed(secrets)), inputs.kinds(secrets))]
     sides = ((inputs.queries(), inputs.originals, inputs.n_queries),
              (inputs.holdout_queries(), inputs.holdout, inputs.n_holdout_queries))
-    found, rights, counts, records = [], [], [], None
+    found, counts = [], []
     try:
         for name, (queries, table, n) in zip(SEARCHES, sides):
             res = nearest(queries, inputs.avatars, known, ranges, name=name, search=cfg.search,
@@ -88,11 +90,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             if row["n"] != n:
                 raise RuntimeError(f"attribute inference ({name}): {row['n']} of {n} targets guessed: this is a bug")
             counts.append([int(row[f"r{i}"]) for i in range(len(secrets))])
-            rights.append(right)
-        if cfg.records:
-            given = sum((F.col(f"right_{i}").cast("int") for i in range(len(secrets))), F.lit(0))
-            records = rights[0].select(ID, F.col(CHOSEN).alias("aip_avatar"), given.alias("aip_right")).cache()
-            records.count()
+        # no records/ column: which avatar guessed and whether it was right rebuild the secret
+        # together with the avatars (spec: "Small groups")
     finally:
         for res in found:
             res.unpersist()
@@ -118,12 +117,12 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         "known": list(inputs.known),
         "tolerance": TOLERANCE,
     }
-    if sampled:  # the headline is the smallest protection: the interval of the smallest
-        details.update({"sampled": n_o, "ci95": [min(v["ci95"][0] for v in per.values()),
-                                                 min(v["ci95"][1] for v in per.values())]})
-    result = MetricResult.ok(value, target, details)
-    result.records = records
-    return result
+    if sampled:  # the headline is the smallest protection: each secret's interval at the Bonferroni z
+        z = z_bonferroni(len(secrets))
+        ends = [risk_interval(counts[0][i], n_o, counts[1][i], n_h, z) for i in range(len(secrets))]
+        details.update({"sampled": inputs.n_sampled, "sampled_holdout": inputs.n_holdout_sampled, "ci95": [min(100.0 * (1.0 - hi) for _, hi in ends),
+                                                 min(100.0 * (1.0 - lo) for lo, _ in ends)]})
+    return MetricResult.ok(value, target, details)
 
 
 def reading(m: dict) -> str:
@@ -147,10 +146,6 @@ def figures(m: dict) -> list[str]:
                         "avatars let anyone guess about people who were not in the training data).")]
 
 
-def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
-    return avatars_by_key(records, inputs, ("aip_avatar",))
-
-
 METRIC = Metric(
     key=KEY_NAME,
     title="Attribute Inference Protection",
@@ -161,7 +156,6 @@ METRIC = Metric(
             "originals than for outsiders: increase k, or add noise to the known variables or to those secrets, "
             "so that an avatar stops carrying its originals' values."),
     needs=frozenset({"holdout", "known"}),
-    records=("aip_avatar", "aip_right"),
-    finish_records=finish_records,
+    holdout_queries=True,
     figures=figures,
 )

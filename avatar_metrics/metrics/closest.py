@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.aggregate import histograms_of, percentiles_of
+from ..engine.carried import carry
 from ..engine.search import nearest
 from ..engine.split import working_ids
 from ..io import ID
@@ -180,10 +181,12 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                 target, "no working original has a ratio against the avatars (every second distance is 0)", details
             )
         details["histograms"] = _histograms(rec, max(v for v in (max_d_wa, max_d_ho, 1e-9) if v is not None))
-        risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= F.lit(tau_d)) & (F.col("r_wa") <= F.lit(tau_r))
-        at_risk = rec.filter(risky).count()
+        # the thresholds are statistics of the originals' distances: carried as data (engine.carried)
+        rec_tau, tau = carry(rec, {"d": tau_d, "r": tau_r})
+        risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= tau["d"]) & (F.col("r_wa") <= tau["r"])
+        at_risk = rec_tau.filter(risky).count()
         if cfg.records:
-            records = rec.select(
+            records = rec_tau.select(
                 ID,
                 F.col("d_wa").alias("closest_d_wa"),
                 F.col("r_wa").alias("closest_r_wa"),

@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..engine.aggregate import long_values, weighted_summaries
+from ..engine.carried import carry
 from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
 from ..config import Config
@@ -71,6 +72,12 @@ def _binned(df: DataFrame, names, kinds, bins: list[Bins | None]) -> DataFrame:
 
     No bin is -0.0 (Spark's ``floor`` gives a long), so equal bins hash alike.
     """
+    # lo and step are statistics of the unique originals: carried as data (engine.carried)
+    grid = {}
+    for i, (kind, b) in enumerate(zip(kinds, bins)):
+        if kind == "numeric" and b.step is not None:
+            grid[f"lo{i}"], grid[f"step{i}"] = b.lo, b.step
+    df, v = carry(df, grid)
     cols = [F.col(ID)]
     for i, (c, kind, b) in enumerate(zip(names, kinds, bins)):
         if kind == "numeric":
@@ -80,7 +87,7 @@ def _binned(df: DataFrame, names, kinds, bins: list[Bins | None]) -> DataFrame:
             else:
                 # the bin index as a float64 integer: past 2**52 every float64 is one
                 # already, and values far outside the range must not overflow a long
-                q = (x - F.lit(b.lo)) / F.lit(b.step)
+                q = (x - v[f"lo{i}"]) / v[f"step{i}"]
                 binned = F.when(F.abs(q) < F.lit(BIG), F.floor(q).cast("double")).otherwise(q)
             cols.append(binned.alias(f"k{i}"))
         else:
@@ -116,11 +123,14 @@ def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
         first = weighted_summaries(distinct, numeric)
         means = {k: mean_of(s.total, s.n) for k, s in first.items() if s.n}
         scale = {k: deviation_scale(max(first[k].hi - m, m - first[k].lo)) for k, m in means.items()}
+        # the means are statistics of the unique originals: carried as data (engine.carried)
+        centred, v = carry(distinct, {**{f"m{i}": means[k] for i, k in enumerate(numeric) if k in means},
+                                      **{f"s{i}": 2.0 ** -scale[k] for i, k in enumerate(numeric) if k in means}})
         d = F.lit(None).cast("double")
         for i, k in enumerate(numeric):
             if k in means:
-                d = F.when(F.col("var") == i, (F.col("x") - F.lit(means[k])) * F.lit(2.0 ** -scale[k])).otherwise(d)
-        dev = weighted_summaries(distinct.select("var", (d * d).alias("x"), "w"), numeric)
+                d = F.when(F.col("var") == i, (F.col("x") - v[f"m{i}"]) * v[f"s{i}"]).otherwise(d)
+        dev = weighted_summaries(centred.select("var", (d * d).alias("x"), "w"), numeric)
     finally:
         distinct.unpersist()
     for i, k in enumerate(kcols):
@@ -179,17 +189,13 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         U.unpersist()
 
     value = 100.0 * (1.0 - matched / n)
-    result = MetricResult.ok(
-        value,
-        target,
-        {
-            "unique_originals": n_u,
-            "matched": matched,
-            "n": n,
-            "known_variables": known,
-            "bins": {c: b.to_dict() for c, b in zip(known, bins) if b is not None},
-        },
-    )
+    details = {"unique_originals": n_u, "matched": matched, "n": n, "known_variables": known}
+    if n_u >= cfg.min_group:
+        details["bins"] = {c: b.to_dict() for c, b in zip(known, bins) if b is not None}
+    else:  # a bin count over two unique originals pins one's value from the other's (spec: "Small groups")
+        details["bins_left_out"] = (f"the bins come from {n_u} unique originals, fewer than min_group "
+                                    f"({cfg.min_group}): their number is not published")
+    result = MetricResult.ok(value, target, details)
     result.records = records
     return result
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.search import nearest
-from ..io import ID, KEY
+from ..io import ID
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
 from .base import MetricResult
@@ -74,9 +74,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             records = pairs.select(
                 ID,
                 (F.col("ca") == F.col("cb")).alias("lpr_linked"),
-                F.col("ca").alias("lpr_avatar_a"),
-                F.col("cb").alias("lpr_avatar_b"),
-            ).cache()
+            ).cache()  # whether, never which avatar: it carries the original's known values (spec: "Small groups")
             records.count()
         row = pairs.agg(
             F.count(F.lit(1)).alias("n"),
@@ -133,24 +131,6 @@ def figures(m: dict) -> list[str]:
     return [figure(bars, "Originals linked to the same avatar from both halves of the known variables.")]
 
 
-def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
-    return avatars_by_key(records, inputs, ("lpr_avatar_a", "lpr_avatar_b"))
-
-
-def avatars_by_key(records: DataFrame, inputs: Inputs, columns) -> DataFrame:
-    """With a row key, the avatars named in ``columns`` by their key, not their internal id."""
-    if inputs.row_key is None:
-        return records
-    names = inputs.avatars.select(F.col(ID).alias("__am_cid"), F.col(KEY).alias("__am_ckey"))
-    for side in columns:
-        records = (
-            records.join(names, records[side] == names["__am_cid"], "left")
-            .withColumn(side, F.col("__am_ckey"))
-            .drop("__am_cid", "__am_ckey")
-        )
-    return records
-
-
 METRIC = Metric(
     key=KEY_NAME,
     title="Linkability Protection Rate",
@@ -160,7 +140,6 @@ METRIC = Metric(
     advice=("Increase k, the number of neighbours each avatar is made from: avatars blended from more "
             "individuals cannot be linked back through two separate sources."),
     needs=frozenset({"known"}),
-    records=("lpr_linked", "lpr_avatar_a", "lpr_avatar_b"),
-    finish_records=finish_records,
+    records=("lpr_linked",),
     figures=figures,
 )

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.aggregate import elements_of, histograms_of, mann_whitney
+from ..engine.carried import carry
 from ..engine.search import nearest
 from ..kernels.intervals import auc_interval
 from ..plots import figure, roc_svg
@@ -63,9 +64,11 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                                "holdout records scored: this is a bug")
         k = n_h // 100  # the most non-members the attack may accuse: #{h : s(h) <= t} <= |H| / 100
         h_k = elements_of(non, {"d1": [k]})[("d1", k)]
-        row = scores.agg(
-            F.count(F.when(F.col("member") & (F.col("s") < F.lit(h_k)), 1)).alias("tp"),
-            F.count(F.when(~F.col("member") & (F.col("s") < F.lit(h_k)), 1)).alias("fp"),
+        # the threshold is a holdout record's score: carried as data (engine.carried)
+        with_h, h = carry(scores, {"h_k": h_k})
+        row = with_h.agg(
+            F.count(F.when(F.col("member") & (F.col("s") < h["h_k"]), 1)).alias("tp"),
+            F.count(F.when(~F.col("member") & (F.col("s") < h["h_k"]), 1)).alias("fp"),
             F.max("s").alias("hi"),
         ).collect()[0]
         hi = max(float(row["hi"]), 1e-9)
@@ -86,7 +89,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     }
     if inputs.n_sampled is not None or inputs.n_holdout_sampled is not None:
         lo, up = auc_interval(auc, n_o, n_h)
-        details.update({"sampled": n_o, "sampled_holdout": n_h, "auc_ci95": [lo, up],
+        details.update({"sampled": inputs.n_sampled, "sampled_holdout": inputs.n_holdout_sampled, "auc_ci95": [lo, up],
                         "ci95": [protection(up), protection(lo)]})
     return MetricResult.ok(protection(auc), target, details)
 
@@ -125,5 +128,6 @@ METRIC = Metric(
     advice=("The avatars lie closer to the originals than to other people of the same population: increase k, or "
             "add noise, so that being near an avatar says nothing about having been in the training data."),
     needs=frozenset({"holdout"}),
+    holdout_queries=True,
     figures=figures,
 )

@@ -8,6 +8,17 @@ from ..kernels.intervals import rate_interval
 from ..schema import Inputs
 
 
+def sampled_sides(details: dict, inputs: dict) -> str:
+    """What a metric's queries were sampled from, in words, for exactly the sides that were
+    ("sampled, 25 of 40 originals and 30 of 60 holdout records"); "" when none was."""
+    sides = []
+    if details.get("sampled") is not None:
+        sides.append(f"{details['sampled']:,} of {inputs['originals_rows']:,} originals")
+    if details.get("sampled_holdout") is not None:
+        sides.append(f"{details['sampled_holdout']:,} of {inputs['holdout_rows']:,} holdout records")
+    return "sampled, " + " and ".join(sides) if sides else ""
+
+
 def rate_details(inputs: Inputs, k: int, n: int) -> dict:
     """``sampled`` and ``ci95`` of a rate ``100 * (1 - k/n)`` over the queries (Wilson);
     nothing without a sample (the run then fills both with null)."""
