@@ -87,7 +87,8 @@ def evaluate(
     cfg = as_config(config)
     asked = _asked(only if only is not None else cfg.metrics)
     metrics: dict[str, MetricResult] = {}
-    if cfg.records and cfg.row_key in record_columns():
+    # Spark compares column names without case: Sampled is sampled
+    if cfg.records and cfg.row_key is not None and cfg.row_key.lower() in {c.lower() for c in record_columns()}:
         raise ConfigError(f"configuration key row_key: {cfg.row_key} is also the name of a column of records/: "
                           "rename the key column, or set records: false")
     sources = [(role, f) for role, df in (("originals", originals), ("avatars", avatars), ("holdout", holdout))

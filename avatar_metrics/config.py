@@ -165,9 +165,12 @@ class Config:
 MAX_CONFIG_BYTES = 1 << 20
 
 
+MAX_DEPTH = 32  # a configuration nests three levels; past this YAML's parser would recurse without end
+
+
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases: nested aliases expand exponentially
-    (an "alias bomb") and a configuration never needs them."""
+    """SafeLoader that refuses aliases (nested aliases expand exponentially: an "alias bomb"),
+    a key given twice in one mapping (the last would silently win) and nesting past MAX_DEPTH."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -176,11 +179,30 @@ class _NoAliasLoader(yaml.SafeLoader):
                 f"the configuration uses a YAML alias (*{event.anchor}) at line {event.start_mark.line + 1}: "
                 "aliases are not accepted, write the value out"
             )
-        return super().compose_node(parent, index)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                line = self.peek_event().start_mark.line + 1
+                raise ConfigError(f"the configuration nests more than {MAX_DEPTH} levels (line {line}): "
+                                  "it is not a configuration")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise ConfigError(f"the configuration gives the key {key} twice in one mapping (line "
+                                      f"{key_node.start_mark.line + 1}): keep one")
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def parse_yaml(text: str):
-    """YAML without aliases (``ConfigError`` on one); YAMLError on bad syntax."""
+    """YAML without aliases, repeated keys or deep nesting (``ConfigError`` on one); YAMLError on bad syntax."""
     return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
 
 

@@ -9,10 +9,12 @@ holdout of the Closest Rate.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .engine.split import working_ids
 from .errors import InputError
-from .io import ID, RESERVED_PREFIX, col, with_position
+from .io import ID, RESERVED_PREFIX, check_input_order, col, with_position
 from .schema import key_id
 
 # Below this many records a holdout half is too small to be a useful reference
@@ -22,18 +24,22 @@ MIN_RECORDS = 500
 
 def split_holdout(df: DataFrame, seed: int = 0, row_key: str | None = None) -> tuple[DataFrame, DataFrame, int]:
     """(working half, holdout half, n). Both halves keep the input order."""
-    for c in df.columns:
-        if c.startswith(RESERVED_PREFIX):
-            raise InputError(f"originals: column {c} starts with {RESERVED_PREFIX}, which this tool keeps for its own "
-                             "columns: rename it")
+    for i, c in enumerate(df.columns):
+        if c.lower().startswith(RESERVED_PREFIX):  # Spark compares names without case
+            raise InputError(f"originals: column number {i + 1} starts with {RESERVED_PREFIX} (in any case), which "
+                             "this tool keeps for its own columns: rename it")
     if row_key is not None:
         if row_key not in df.columns:
             raise InputError(f"originals: row key column {row_key} is missing: check the name, or leave the key out")
-        if df.filter(col(row_key).isNull()).limit(1).count():
-            raise InputError(f"originals: row key column {row_key} has null values: every record needs a key "
-                             "(the metric run refuses them too)")
+        missing = col(row_key).isNull()
+        if isinstance(df.schema[row_key].dataType, (T.FloatType, T.DoubleType)):
+            missing = missing | F.isnan(col(row_key))  # a NaN key equals no key, itself included
+        if df.filter(missing).limit(1).count():
+            raise InputError(f"originals: row key column {row_key} has null (or NaN) values: every record needs a "
+                             "key (the metric run refuses them too)")
         tagged = df.withColumn(ID, key_id(df, row_key))
     else:
+        check_input_order(df, "originals")
         tagged = with_position(df)
     tagged = tagged.cache()
     n = tagged.count()

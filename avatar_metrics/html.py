@@ -105,6 +105,8 @@ def render(report: dict) -> str:
         if r["computed"]:
             out += metric.figures(r)
     out += _facts(report)
-    data = json.dumps(report).replace("</", "<\\/")
+    # every < as \u003c (and > and & alike): no text in the data (a column named "<!--<script>") can close
+    # the element or open a comment in it; JSON.parse reads the same string back
+    data = json.dumps(report).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     out.append(f'<script type="application/json" id="report-data">{data}</script></body></html>')
     return "".join(out)

@@ -8,6 +8,7 @@ how Spark packs files into partitions; combined with ``_metadata`` it does not.
 
 from __future__ import annotations
 
+import os
 import re
 
 import logging
@@ -46,6 +47,8 @@ def read_table(spark: SparkSession, spec: TableSpec, role: str) -> DataFrame:
         elif spec.format == "csv":
             df = _read_csv(spark, spec, role)
         else:
+            if spec.format == "parquet":
+                check_parquet_files(spec.path, role)
             df = spark.read.format(spec.format).load(spec.path)
         df.schema  # force analysis, so a missing file fails here
     except InputError:
@@ -75,6 +78,50 @@ READ_FAILURES = {
     "PARQUET_TYPE_NOT_RECOGNIZED": (
         "a column has a Parquet type Spark cannot read: cast it to a number or a string, or drop the column"),
 }
+
+
+def check_parquet_files(path: str, role: str) -> None:
+    """A local Parquet folder: every data file (Spark skips names starting with ``_`` or ``.``) is
+    Parquet, and all agree on each column's type. Spark finds either only while computing, deep
+    in a job, and names no file; here the footers alone are read, and the message names the file."""
+    import pyarrow.parquet as pq
+
+    from .outputs import local_pattern
+
+    local = local_pattern(path)
+    if local is None or not os.path.isdir(local):
+        return
+    files = sorted(os.path.join(d, f) for d, dirs, names in os.walk(local) for f in names
+                   if not f.startswith(("_", ".")) and not any(p.startswith(("_", ".")) for p in
+                                                               os.path.relpath(d, local).split(os.sep) if p != "."))
+    seen: dict[str, tuple[str, str]] = {}
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except Exception:  # noqa: BLE001 - pyarrow says why in words that may quote bytes
+            raise InputError(f"{role}: {f} in the Parquet folder {path} is not a Parquet file: move it out of "
+                             "the folder (Spark reads every file in it)") from None
+        for field in schema:
+            kind = _family(field.type)
+            first = seen.setdefault(field.name, (kind, f))
+            if first[0] != kind:
+                raise InputError(f"{role}: the Parquet files of {path} disagree on column {field.name}: {first[0]} "
+                                 f"in {first[1]}, {kind} in {f}; write them with one type")
+
+
+def _family(t) -> str:
+    """A Parquet column's type as Spark tells it apart: the width of a number or a dictionary
+    encoding (pandas' categories) is no disagreement."""
+    import pyarrow.types as pt
+
+    if pt.is_dictionary(t):
+        t = t.value_type
+    for name, test in (("integer", pt.is_integer), ("floating-point", pt.is_floating), ("boolean", pt.is_boolean),
+                       ("string", lambda x: pt.is_string(x) or pt.is_large_string(x)), ("decimal", pt.is_decimal),
+                       ("timestamp", pt.is_timestamp), ("date", pt.is_date)):
+        if test(t):
+            return name
+    return str(t)
 
 
 def read_failure(exc: BaseException, spec: TableSpec) -> str:

@@ -84,13 +84,13 @@ def test_row_direct_match(spark, frames):
 
 
 def test_row_direct_match_zero_signs_and_nulls(spark):
-    O = pd.DataFrame({"x": [0.0, 1.0, None, 2.0], "c": ["a", None, "b", "b"]})
-    A = pd.DataFrame({"x": [-0.0, 1.0, None, 2.5], "c": ["a", None, "b", "b"]})
+    O = pd.DataFrame({"x": [0.0, 1.0, None, 2.0] * 3, "c": ["a", None, "b", "b"] * 3})
+    A = pd.DataFrame({"x": [-0.0, 1.0, None, 2.5] * 3, "c": ["a", None, "b", "b"] * 3})
     kinds = {"x": "numeric", "c": "categorical"}
     m = evaluate(spark, spark.createDataFrame(O), spark.createDataFrame(A), None, {"records": False},
                  only=["row_direct_match_protection"]).to_dict()["metrics"]
     value, present = ref.row_direct_match(O, A, ["x", "c"], kinds)
-    assert present == 3 and m["row_direct_match_protection"]["value"] == value
+    assert present == 9 and m["row_direct_match_protection"]["value"] == value
 
 
 def test_unaligned_avatars(spark, frames):

@@ -7,6 +7,7 @@ import pytest
 import reference as ref
 from avatar_metrics import evaluate
 from avatar_metrics.engine.aggregate import midpoint_percentiles
+from avatar_metrics.errors import InputError
 from conftest import to_spark
 from data import KINDS, perturbed, tricky
 
@@ -69,10 +70,12 @@ def test_ties_and_zero_second_distance(spark):
     check(m, want)
 
 
-def test_too_small_reference_is_not_computed(spark):
-    O = pd.DataFrame({"a": [1.0, 2.0, 3.0], "c": ["x", "y", "x"]})
-    m = run(spark, O, O, O.iloc[:1])["metrics"]["closest_rate"]
-    assert m["computed"] is False and "holdout" in m["reason"] and m["value"] is None
+def test_a_holdout_under_min_group_is_refused(spark):
+    """A holdout of one record would make every holdout figure that person's (spec: "Small groups")."""
+    O = pd.DataFrame({"a": np.arange(12.0), "c": list("xyx") * 4})
+    with pytest.raises(InputError) as err:
+        run(spark, O, O, O.iloc[:1])
+    assert "holdout" in str(err.value) and "min_group" in str(err.value)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 10, 21, 22])

@@ -182,3 +182,25 @@ def test_variables_and_kinds(spark):
                                     "code": "categorical", "flag": "categorical"}
     finally:
         release(inputs)
+
+
+# every bare name the engine and the metrics give a column of their own, as variables
+INTERNAL = ["radius", "cid", "d1", "d2", "le", "lt", "key", "x", "var", "w", "s", "member", "k0", "n1", "a1", "h1",
+            "ca", "cb", "na", "nb", "r_wa", "d_wa", "cell", "id", "h", "b", "r", "p", "t", "n"]
+
+
+def test_variables_may_take_any_internal_name(spark):
+    """A variable named like a column of the tool's own (the count's radius, a search's state) gives
+    the report of the same data under other names."""
+    rng = np.random.default_rng(11)
+    make = lambda: pd.DataFrame({c: (rng.integers(0, 4, 40).astype(float) if i % 2 else rng.choice(list("ab"), 40))
+                                 for i, c in enumerate(INTERNAL)})
+    tables = [make() for _ in range(3)]
+    config = lambda rename: {"known_variables": [rename(c) for c in INTERNAL[:4]], "records": False,
+                             "linkability_halves": [[rename("radius"), rename("cid")], [rename("d1"), rename("d2")]]}
+    runs = []
+    for rename in (lambda c: c, lambda c: f"v_{c}"):
+        frames = [spark.createDataFrame(t.rename(columns=rename)) for t in tables]
+        runs.append(evaluate(spark, *frames, config(rename)).to_dict()["metrics"])
+    for key, m in runs[0].items():
+        assert m["computed"] and m["value"] == runs[1][key]["value"], key

@@ -179,6 +179,62 @@ def case_split_null_row_keys(t):
     return Case(run_split(t, src, t / "w", t / "h", "--row-key", "pid"), words=("pid", "null"))
 
 
+def case_split_nan_row_key(t):
+    src = t / "data" / "o.parquet"
+    src.parent.mkdir(parents=True)
+    keys = pa.array([float("nan")] + [float(i) for i in range(39)], pa.float64())  # a real NaN, not a null
+    pq.write_table(pa.Table.from_pandas(frame(), preserve_index=False).append_column("key", keys), src)
+    return Case(run_split(t, src, t / "w", t / "h", "--row-key", "key"), words=("key", "NaN"))
+
+
+def keyed_as(t, name):
+    o, a = frame().rename(columns={"pid": name}), frame(seed=1).rename(columns={"pid": name})
+    return config(t, originals=put(t / "data" / "o2.parquet", o), avatars=put(t / "data" / "a2.parquet", a),
+                  exclude=[], row_key=name)
+
+
+def case_run_row_key_named_like_a_records_column_in_another_case(t):
+    return Case(["run", "--config", keyed_as(t, "Hidden_Hit")], words=("row_key", "Hidden_Hit", "records/"))
+
+
+def case_run_row_key_named_sampled_in_capitals(t):
+    return Case(["run", "--config", keyed_as(t, "Sampled")], words=("row_key", "Sampled", "records/"))
+
+
+def case_yaml_key_given_twice(t):
+    p = Path(config(t))
+    p.write_text(p.read_text() + "seed: 1\nseed: 2\n")
+    return Case(["run", "--config", str(p)], words=("seed", "twice"))
+
+
+def case_yaml_nested_too_deep(t):
+    p = Path(config(t))
+    p.write_text(p.read_text() + "exclude: " + "[" * 3000 + "]" * 3000 + "\n")
+    return Case(["run", "--config", str(p)], words=("nests more than",))
+
+
+def parquet_folder(t, *frames_):
+    folder = t / "data" / "o_parts"
+    folder.mkdir(parents=True)
+    for i, df in enumerate(frames_):
+        df.to_parquet(folder / f"part-{i}.parquet", index=False)
+    return folder
+
+
+def case_run_parquet_files_disagree_on_a_type(t):
+    o = frame()
+    folder = parquet_folder(t, o.iloc[:20], o.iloc[20:].assign(age=o["age"].iloc[20:].astype(str)))
+    cfg = config(t, originals={"path": str(folder), "format": "parquet"})
+    return Case(["run", "--config", cfg], words=("originals", "disagree on column age", "part-1.parquet"))
+
+
+def case_run_parquet_folder_with_another_file(t):
+    folder = parquet_folder(t, frame())
+    (folder / "notes.txt").write_text(SECRET)
+    cfg = config(t, originals={"path": str(folder), "format": "parquet"})
+    return Case(["run", "--config", cfg], words=("originals", "notes.txt", "not a Parquet file"))
+
+
 def case_run_keeps_a_user_records_folder(t):
     (t / "out" / "records").mkdir(parents=True)
     (t / "out" / "records" / "my.csv").write_text("mine")

@@ -25,6 +25,8 @@ from ..schema import Variable
 from .blocks import Block, FIRST_LE, FIRST_LT, HOME, QUERY_CHUNK, REACH, VISITS, _rechunk, _select, encode, encode_queries
 from .catalogue import NEED_BITS, Need, need_column
 
+RADIUS = "__am_radius"  # a query's radius (the count within it): an internal name, never a variable's
+
 
 @dataclass(frozen=True)
 class Fold:
@@ -74,7 +76,7 @@ def _counted(pdf) -> tuple[np.ndarray, np.ndarray]:
 
 def _within_step(index: CandidateIndex, Q, qids, salt, pdf, cap: int | None = None) -> None:
     base = _counted(pdf) if cap is not None else None  # the cap counts what other blocks found
-    w = index.within(Q, qids, salt, pdf["radius"].to_numpy(dtype=np.float64), cap=cap, base=base)
+    w = index.within(Q, qids, salt, pdf[RADIUS].to_numpy(dtype=np.float64), cap=cap, base=base)
     pdf["le"] = pdf["le"].to_numpy() + w.le
     pdf["lt"] = pdf["lt"].to_numpy() + w.lt
     key, cid = pdf["key"].to_numpy(), pdf["cid"].to_numpy()
@@ -87,7 +89,7 @@ def _within_reach(pdf, cap: int) -> np.ndarray:
     """The radius; -1 (below every lower bound: no block is searched) for a query already
     past the cap, with one candidate strictly inside its radius."""
     le, lt = _counted(pdf)
-    return np.where((le > cap) & (lt > 0), -1.0, pdf["radius"].to_numpy(dtype=np.float64))
+    return np.where((le > cap) & (lt > 0), -1.0, pdf[RADIUS].to_numpy(dtype=np.float64))
 
 
 def merge_within(parts: DataFrame) -> DataFrame:
@@ -173,9 +175,9 @@ def pair_distances(left: DataFrame, right: DataFrame, variables: Sequence[Variab
                     for i, v in enumerate(variables) if v.kind != "numeric"}
             X = encode(pdf, variables, lambda i, col: both[i][:n])
             Y = encode(pdf, variables, lambda i, col: both[i][n:], prefix="w")
-            yield pd.DataFrame({ID: pdf[ID].to_numpy(dtype=np.int64), "radius": gower_pairs(X, Y, space)})
+            yield pd.DataFrame({ID: pdf[ID].to_numpy(dtype=np.int64), RADIUS: gower_pairs(X, Y, space)})
 
-    return pairs.mapInPandas(run, f"{ID} long, radius double")
+    return pairs.mapInPandas(run, f"{ID} long, {RADIUS} double")
 
 
 def merge_states(parts: DataFrame) -> DataFrame:
@@ -215,7 +217,7 @@ WITHIN = Fold(
     state=(("le", 0, "long"), ("lt", 0, "long"), ("key", int(NO_KEY), "long"), ("cid", -1, "long")),
     step=_within_step,
     merge=merge_within,
-    reach=lambda pdf: pdf["radius"].to_numpy(dtype=np.float64),
-    carry=("radius",),
+    reach=lambda pdf: pdf[RADIUS].to_numpy(dtype=np.float64),
+    carry=(RADIUS,),
     first_state=((FIRST_LE, "le"), (FIRST_LT, "lt")),
 )
