@@ -378,20 +378,21 @@ def tables_stats(dfs: dict[str, DataFrame], variables: dict[str, str]) -> dict[s
     return out
 
 
-def _check_values(stats: dict[str, TableStats], variables: dict[str, str]) -> None:
-    """Every numeric variable finite, with a finite range over all the tables."""
+def _check_values(stats: dict[str, TableStats], variables: dict[str, str], name) -> None:
+    """Every numeric variable finite, with a finite range over all the tables; ``name(c, role)``
+    names a column in a message."""
     for c, kind in variables.items():
         if kind != "numeric":
             continue
         for role, st in stats.items():
             if st[c].infinite:
-                _fail(f"{role}: column {c} has {st[c].infinite} infinite value(s): Gower distances need finite "
+                _fail(f"{role}: {name(c, role)} has {st[c].infinite} infinite value(s): Gower distances need finite "
                       "numbers; replace them by null or a finite value, or list the column under exclude")
         lows = [st[c].min for st in stats.values() if st[c].min is not None]
         highs = [st[c].max for st in stats.values() if st[c].max is not None]
         if lows and not math.isfinite(max(highs) - min(lows)):
-            _fail(f"column {c}: its range (largest minus smallest value over the tables) overflows float64: "
-                  "values this far apart cannot be compared; rescale the column or list it under exclude")
+            _fail(f"{name(c, 'originals')}: its range (largest minus smallest value over the tables) overflows "
+                  "float64: values this far apart cannot be compared; rescale the column or list it under exclude")
 
 
 def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame | None, cfg: Config) -> Inputs:
@@ -432,12 +433,14 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
                 _fail(f"{role}: {stats[role].rows} records, fewer than min_group ({cfg.min_group}): its figures would give a handful of people back")
             if cfg.row_key is not None:
                 check_keys(role, tables[role], raw, cfg.row_key)
-        _check_values(stats, variables)
+        columns = {role: raw.columns for role, raw in raws}
+        name = lambda c, role: column_name(c, columns[role], role, csv)  # by position in a CSV role  # noqa: E731
+        _check_values(stats, variables, name)
 
         n_o, n_a = stats["originals"].rows, stats["avatars"].rows
         for c in variables:
             if stats["originals"][c].non_null == 0 and stats["avatars"][c].non_null == 0:
-                _fail(f"column {c} is null in every record of originals and avatars: it carries nothing to compare; list it under exclude")
+                _fail(f"{name(c, 'originals')} is null in every record of originals and avatars: it carries nothing to compare; list it under exclude")
 
         if not cfg.avatars_aligned:
             pass  # synthetic data with no link: any number of records, any keys

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "avatar_metrics"
 
 # lowest first; a module may import its own layer and those below, never one above
 LAYERS = [
-    ("foundation", ["version", "errors", "kernels", "kernels.*", "outputs", "plots"]),
+    ("foundation", ["version", "errors", "kernels", "kernels.*", "stats", "outputs", "plots"]),
     ("configuration types", ["config"]),
     ("inputs", ["io", "schema"]),
     ("engine", ["engine", "engine.*"]),

@@ -5,7 +5,6 @@ the originals, sampled queries, and without what they need."""
 
 import itertools
 import logging
-import math
 from statistics import NormalDist
 
 import numpy as np
@@ -16,7 +15,6 @@ import reference as ref
 from avatar_metrics import evaluate
 from avatar_metrics.engine.aggregate import mann_whitney
 from avatar_metrics.errors import ConfigError
-from avatar_metrics.kernels.intervals import auc_interval, hanley_mcneil, inference_risk, risk_interval
 from conftest import to_spark
 from data import KINDS, perturbed, tricky
 
@@ -140,17 +138,6 @@ def test_sampled_targets_and_their_intervals(spark, frames):
     z = NormalDist().inv_cdf(1 - 0.025 / len(SECRETS))
     ends = [ref.risk_protection_interval(w["right_o"], size, w["right_h"], size, z) for w in want_a["secrets"].values()]
     assert d[AIP]["details"]["ci95"] == pytest.approx([min(lo for lo, _ in ends), min(hi for _, hi in ends)], abs=1e-9)
-
-
-@pytest.mark.parametrize("auc,n_pos,n_neg", [(0.5, 10, 10), (0.73, 200, 50), (1.0, 5, 7), (0.0, 3, 3), (0.61, 1, 1)])
-def test_the_intervals_equal_their_formulas(auc, n_pos, n_neg):
-    assert auc_interval(auc, n_pos, n_neg) == pytest.approx(ref.hanley_mcneil_interval(auc, n_pos, n_neg), abs=1e-15)
-    if n_pos > 1:  # the textbook case: 0.5 over 10 and 10 has SE sqrt(1/12 * 21/100)
-        assert hanley_mcneil(0.5, 10, 10) == pytest.approx(math.sqrt(0.25 + 9 * (1 / 3 - 0.25) * 2) / 10)
-    lo, hi = risk_interval(30, 100, 10, 100)
-    assert 0 <= lo <= inference_risk(0.3, 0.1) <= hi <= 1
-    assert [100 * (1 - hi), 100 * (1 - lo)] == pytest.approx(ref.risk_protection_interval(30, 100, 10, 100))
-    assert inference_risk(0.2, 1.0) == 0.0 and inference_risk(0.1, 0.4) == 0.0 and inference_risk(1.0, 0.2) == 1.0
 
 
 def test_what_they_need(spark, frames):

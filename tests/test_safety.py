@@ -12,7 +12,6 @@ from __future__ import annotations
 import decimal
 import hashlib
 import json
-import math
 import os
 import socket
 import stat

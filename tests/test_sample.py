@@ -4,14 +4,12 @@ tests/reference.py; the intervals against their formulas; a sample of every orig
 the exact run."""
 
 import logging
-import math
 
 import numpy as np
 import pytest
 
 import reference as ref
 from avatar_metrics import evaluate
-from avatar_metrics.kernels.intervals import median_interval, median_ranks, rate_interval, wilson
 from conftest import to_spark
 from data import KINDS, perturbed, tricky
 
@@ -35,33 +33,6 @@ def run(spark, O, A, H, partitions, **config):
     h = to_spark(spark, rid(H), partitions) if H is not None else None
     return evaluate(spark, to_spark(spark, rid(O), partitions), to_spark(spark, rid(A), partitions), h,
                     {"row_key": "rid", "known_variables": KNOWN, "linkability_halves": HALVES, **config})
-
-
-@pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 20000), (1000, 20000), (7, 25), (25, 25), (3, 1_000_003)])
-def test_rate_intervals_equal_their_formula(k, n):
-    lo, hi = wilson(k, n)
-    want = ref.wilson(k, n)
-    assert lo == pytest.approx(max(want[0], 0.0), abs=1e-15) and hi == pytest.approx(min(want[1], 1.0), abs=1e-15)
-    assert rate_interval(k, n) == pytest.approx(ref.rate_interval(k, n), abs=1e-12)
-    assert 0 <= lo <= k / n <= hi <= 1
-
-
-def test_the_interval_at_twenty_thousand_is_about_three_tenths_of_a_point():
-    """The README's figure: at a rate of 95 %, N = 20,000 gives about +-0.3 points."""
-    lo, hi = rate_interval(1000, 20000)
-    assert 0.28 < (hi - lo) / 2 < 0.32
-
-
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 10, 25, 101, 20000])
-def test_median_intervals_equal_their_order_statistics(m):
-    rng = np.random.default_rng(m)
-    values = rng.integers(0, 12, m).tolist()  # ties, as counts have
-    counts = sorted((v, values.count(v)) for v in set(values))
-    assert median_interval(counts) == ref.median_interval(values)
-    lo, hi = median_ranks(m)
-    assert 1 <= lo <= hi <= m
-    if m >= 25:
-        assert lo == math.floor(m / 2 - 1.959964 * math.sqrt(m) / 2)
 
 
 @pytest.mark.parametrize("holdout,partitions", [(True, 3), (False, 2)])

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from ..io import col
 from .carried import carry
-from ..kernels.intervals import midpoint_ranks
+from ..stats import Ranking, midpoint_ranks
 from ..kernels.exact import SHIFT, recompose  # M = hi * 2**SHIFT + lo
 
 NOT_FINITE = 9999  # the exponent that marks an infinite value (refused)
@@ -369,20 +369,6 @@ def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[s
             flat = [flat[i * width:(i + 1) * width] for i in range(axes[0][3])]
         out[name] = flat
     return out
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """The Mann-Whitney counts of two groups' scores, the positives ranked first by lower score."""
-
-    positives: int
-    negatives: int
-    wins2: int  # 2 x #(positive < negative) + #(positive == negative), over all pairs
-
-    @property
-    def auc(self) -> float:
-        """P(positive < negative) + P(tie) / 2, rounded once (Python's int division is exact)."""
-        return self.wins2 / (2 * self.positives * self.negatives)
 
 
 def mann_whitney(df: DataFrame, score: str, positive: str) -> Ranking:

@@ -23,7 +23,7 @@ from ..config import Config
 from ..engine.carried import carry
 from ..engine.search import nearest
 from ..io import ID, col
-from ..kernels.intervals import inference_risk, risk_interval, z_bonferroni
+from ..stats import Estimate, inference_risk, least_protection_interval, risk_interval
 from ..plots import figure, pairs_svg
 from ..schema import Inputs, ranges_of
 from .base import Metric, MetricResult
@@ -118,10 +118,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         "tolerance": TOLERANCE,
     }
     if sampled:  # the headline is the smallest protection: each secret's interval at the Bonferroni z
-        z = z_bonferroni(len(secrets))
-        ends = [risk_interval(counts[0][i], n_o, counts[1][i], n_h, z) for i in range(len(secrets))]
-        details.update({"sampled": inputs.n_sampled, "sampled_holdout": inputs.n_holdout_sampled, "ci95": [min(100.0 * (1.0 - hi) for _, hi in ends),
-                                                 min(100.0 * (1.0 - lo) for lo, _ in ends)]})
+        ci = least_protection_interval(list(zip(counts[0], counts[1])), n_o, n_h)
+        details.update(Estimate(value, ci, inputs.n_sampled).details(), sampled_holdout=inputs.n_holdout_sampled)
     return MetricResult.ok(value, target, details)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config

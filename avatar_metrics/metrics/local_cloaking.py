@@ -30,7 +30,7 @@ from ..engine.aggregate import midpoint_percentiles
 from ..engine.folds import pair_distances
 from ..engine.search import within
 from ..io import ID
-from ..kernels.intervals import median_interval
+from ..stats import Estimate, median_interval
 from ..plots import figure, histogram_svg
 from .base import MetricResult
 from ..schema import Inputs, ranges_of
@@ -87,7 +87,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     sampled = {}
     if inputs.n_sampled is not None:  # the order statistics around the median (counts by value: at most cap + 1)
         by_value = per.groupBy("local_cloaking").count().collect()
-        sampled = {"sampled": n, "ci95": median_interval(sorted((r[0], r[1]) for r in by_value))}
+        lo, hi = median_interval(sorted((r[0], r[1]) for r in by_value))
+        sampled = Estimate(median, (lo, hi), n).details()
     result = MetricResult.ok(median, target, {
         "median": median,
         "uncloaked": 100.0 * row["zero"] / n,

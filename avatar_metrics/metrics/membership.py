@@ -22,7 +22,7 @@ from ..config import Config
 from ..engine.aggregate import elements_of, histograms_of, mann_whitney
 from ..engine.carried import carry
 from ..engine.search import nearest
-from ..kernels.intervals import auc_interval
+from ..stats import Estimate, auc_interval
 from ..plots import figure, roc_svg
 from ..schema import Inputs, ranges_of
 from .base import Metric, MetricResult
@@ -89,8 +89,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     }
     if inputs.n_sampled is not None or inputs.n_holdout_sampled is not None:
         lo, up = auc_interval(auc, n_o, n_h)
-        details.update({"sampled": inputs.n_sampled, "sampled_holdout": inputs.n_holdout_sampled, "auc_ci95": [lo, up],
-                        "ci95": [protection(up), protection(lo)]})
+        details.update(Estimate(protection(auc), (protection(up), protection(lo)), inputs.n_sampled).details(),
+                       sampled_holdout=inputs.n_holdout_sampled, auc_ci95=[lo, up])
     return MetricResult.ok(protection(auc), target, details)
 
 

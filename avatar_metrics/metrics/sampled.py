@@ -4,7 +4,7 @@ queries and confidence intervals"): ``sampled`` (its number of queries) and
 
 from __future__ import annotations
 
-from ..kernels.intervals import rate_interval
+from ..stats import rate_estimate
 from ..schema import Inputs
 
 
@@ -24,5 +24,5 @@ def rate_details(inputs: Inputs, k: int, n: int) -> dict:
     nothing without a sample (the run then fills both with null)."""
     if inputs.n_sampled is None:
         return {}
-    return {"sampled": n, "ci95": rate_interval(k, n) if n else None}
+    return rate_estimate(k, n).details() if n else {"sampled": n, "ci95": None}
 

@@ -1,5 +1,8 @@
-"""Confidence intervals of metrics computed from a query sample (spec: "Sampled
-queries and confidence intervals"): pure functions of counts, no Spark.
+"""The statistics of the report, in one place: pure functions of counts, no Spark.
+
+``Estimate`` is what a metric computed from a query sample publishes (spec:
+"Sampled queries and confidence intervals"): its value, its 95 % interval in the
+metric's unit, and its number of queries. The intervals:
 
 - A rate ``100 * (1 - k/n)``: the Wilson score interval of ``k/n`` at
   z = 1.959964, mapped through ``100 * (1 - p)`` (so its ends swap).
@@ -14,17 +17,52 @@ queries and confidence intervals"): pure functions of counts, no Spark.
   over ``|S|`` secrets, takes each secret's interval at the Bonferroni
   ``z = Phi^-1(1 - 0.025/|S|)`` (``z_bonferroni``).
 
-Also the ranks of the midpoint percentile (``midpoint_ranks``), in exact arithmetic.
+Also the ranks of the midpoint percentile (``midpoint_ranks``), in exact
+arithmetic, and the Mann-Whitney counts of two groups' scores with their AUC
+(``Ranking``; Spark counts them in ``engine.aggregate.mann_whitney``).
+
+Each is tested against figures worked out elsewhere (``tests/test_stats.py``):
+Newcombe's published Wilson intervals, Hanley and McNeil's worked example, the
+normal tables, numpy's midpoint percentile, the binomial coverage of the median's
+order statistics, and pair-by-pair counts.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
 from typing import Sequence
 
 Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure computed from ``queries`` sampled queries, with its 95 % interval (its unit's)."""
+
+    value: float
+    ci95: tuple[float, float]
+    queries: int | None  # None: the queries of this side were not sampled
+
+    def details(self) -> dict:
+        """What the metric's details carry of it (spec: ``ci95`` and ``sampled``)."""
+        return {"sampled": self.queries, "ci95": [self.ci95[0], self.ci95[1]]}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The Mann-Whitney counts of two groups' scores, the positives ranked first by lower score."""
+
+    positives: int
+    negatives: int
+    wins2: int  # 2 x #(positive < negative) + #(positive == negative), over all pairs
+
+    @property
+    def auc(self) -> float:
+        """P(positive < negative) + P(tie) / 2, rounded once (Python's int division is exact)."""
+        return self.wins2 / (2 * self.positives * self.negatives)
 
 
 def midpoint_ranks(m: int, q: float) -> tuple[int, int]:
@@ -56,6 +94,12 @@ def rate_interval(k: int, n: int, z: float = Z95) -> list[float]:
     """The interval of ``100 * (1 - k/n)``: Wilson's of ``k/n``, mapped (lower end first)."""
     lo, hi = wilson(k, n, z)
     return [100.0 * (1.0 - hi), 100.0 * (1.0 - lo)]
+
+
+def rate_estimate(k: int, n: int) -> Estimate:
+    """The rate ``100 * (1 - k/n)`` over ``n`` sampled queries, with its Wilson interval."""
+    lo, hi = rate_interval(k, n)
+    return Estimate(100.0 * (1.0 - k / n), (lo, hi), n)
 
 
 def median_ranks(m: int, z: float = Z95) -> tuple[int, int]:
@@ -113,3 +157,13 @@ def risk_interval(right_o: int, n_o: int, right_h: int, n_h: int, z: float = Z95
     o_lo, o_hi = wilson(right_o, n_o, z)
     h_lo, h_hi = wilson(right_h, n_h, z)
     return inference_risk(o_lo, h_hi), inference_risk(o_hi, h_lo)
+
+
+def least_protection_interval(rights: Sequence[tuple[int, int]], n_o: int, n_h: int) -> tuple[float, float]:
+    """The 95 % interval of ``min over secrets of 100 (1 - risk)``, from each secret's right guesses
+    ``(right_o, right_h)`` among ``n_o`` and ``n_h`` targets: each secret's protection interval at
+    the Bonferroni z of their number, and the minimum of each end. When every secret's interval
+    holds its protection (probability at least 95 %), the minimum lies inside."""
+    z = z_bonferroni(len(rights))
+    ends = [risk_interval(r_o, n_o, r_h, n_h, z) for r_o, r_h in rights]
+    return min(100.0 * (1.0 - hi) for _, hi in ends), min(100.0 * (1.0 - lo) for lo, _ in ends)
