@@ -113,7 +113,8 @@ def get_session(cfg, debug: bool = False, inputs=()):
 
     Returns (session, created_here). A session built here keeps Spark's own
     console logging at FATAL unless ``--debug``: Spark logs malformed records
-    and failed tasks with their data. With a local master and ``inputs`` (the
+    and failed tasks with their data. A local one serves no Spark UI unless
+    ``spark.conf`` asks for it. With a local master and ``inputs`` (the
     TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
     driver JVM compiles with C1 only (QUICK_JIT), unless the user sets the
     driver's Java options (``_java_options_given``). Plan strings are capped
@@ -143,8 +144,9 @@ def get_session(cfg, debug: bool = False, inputs=()):
         log.info("Spark keeps query plans as text up to %s characters (spark.sql.maxPlanStringLength)",
                  f"{int(PLAN_STRING_LENGTH):,}")
         builder = builder.config("spark.sql.maxPlanStringLength", PLAN_STRING_LENGTH)
-    if "spark.ui.enabled" not in cfg.spark_conf:
+    if not submitted and "spark.ui.enabled" not in cfg.spark_conf:
         # the UI serves every query's plan and every task's error, on all interfaces: asked for, or off
+        # (under spark-submit, its --conf and spark-defaults.conf decide, as for every setting of the cluster)
         builder = builder.config("spark.ui.enabled", "false")
     for k, v in cfg.spark_conf.items():
         if k == "spark.log.level" and not debug:

@@ -8,10 +8,9 @@ how Spark packs files into partitions; combined with ``_metadata`` it does not.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-
-import logging
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F

@@ -740,6 +740,8 @@ def case_run_spark_records_hold_no_value_nor_statistic(t):
     values = [23.4567891, 71.1234567, *o["score"], lo, step, mean]
     scores = pd.concat([o["score"], a["score"], h["score"]])
     values.append(0.05 * (scores.max() - scores.min()))  # Attribute Inference's tolerance of score
+    s_h = sorted(ref.membership(*(x.drop(columns="pid") for x in (o, a, h)), kinds)["scores"][1])
+    threshold = distinctive(s_h[len(h) // 100])  # Membership's: the holdout score of rank |H| / 100
     events = t / "events"
     events.mkdir()
     cfg = config(t, originals=put(t / "data" / "o2.parquet", o), avatars=put(t / "data" / "a2.parquet", a),
@@ -755,7 +757,8 @@ def case_run_spark_records_hold_no_value_nor_statistic(t):
         text = spark_records(events)
         assert "SparkListenerSQLExecutionStart" in text  # the plans are there to be read
         details = json.loads((t / "out" / "report.json").read_text())["metrics"]["closest_rate"]["details"]
-        found = [x for x in (*secrets, *map(distinctive, (details["tau_d"], details["tau_r"])), SECRET) if x and x in text]
+        stats = (*map(distinctive, (details["tau_d"], details["tau_r"])), threshold)
+        found = [x for x in (*secrets, *stats, SECRET) if x and x in text]
         assert found == []
         assert '"spark.ui.enabled":"false"' in text.replace(" ", "")
 

@@ -19,6 +19,7 @@ import itertools
 from typing import Mapping
 
 import numpy as np
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -40,7 +41,5 @@ def carry(df: DataFrame, values: Mapping[str, float | int]) -> tuple[DataFrame, 
     for name, v in values.items():
         is_int = isinstance(v, (int, np.integer)) and not isinstance(v, bool)
         data[names[name]] = np.array([v], dtype=np.int64 if is_int else np.float64)
-    import pandas as pd
-
     one = df.sparkSession.createDataFrame(pd.DataFrame(data))
     return df.crossJoin(F.broadcast(one)), {name: F.col(c) for name, c in names.items()}
