@@ -96,17 +96,27 @@ UNORDERED = {
 }
 
 
-@pytest.mark.parametrize("how", list(UNORDERED))
-def test_input_order_is_refused_where_spark_does_not_reproduce_it(spark, tmp_path, how):
-    """Positional alignment of a shuffled table would pair records by fetch order: refused, naming
-    the table and row_key. A key aligns it; files, a coalesce and local data keep their order."""
+@pytest.fixture(scope="module")
+def parts(spark, tmp_path_factory):
     O = frame(30, 3).assign(pid=np.arange(30))
-    o = spark.read.parquet(write_parts(O, tmp_path / "o", 2))
-    only = {"only": ["column_direct_match_protection"]}
+    return O, spark.read.parquet(write_parts(O, tmp_path_factory.mktemp("order") / "o", 2))
+
+
+@pytest.mark.parametrize("how", list(UNORDERED))
+def test_input_order_is_refused_where_spark_does_not_reproduce_it(spark, parts, how):
+    """Positional alignment of a shuffled table would pair records by fetch order: refused, naming
+    the table and row_key."""
+    _, o = parts
     with pytest.raises(InputError) as err:
-        evaluate(spark, o, UNORDERED[how](o), None, {"records": False, "exclude": ["pid"]}, **only)
+        evaluate(spark, o, UNORDERED[how](o), None, {"records": False, "exclude": ["pid"]},
+                 only=["column_direct_match_protection"])
     assert "avatars" in str(err.value) and "row_key" in str(err.value) and SECRET not in str(err.value)
-    rep = evaluate(spark, o, UNORDERED[how](o), None, {"records": False, "row_key": "pid"}, **only).to_dict()
+
+
+def test_a_key_aligns_what_has_no_order_and_files_and_local_data_keep_theirs(spark, parts):
+    O, o = parts
+    only = {"only": ["column_direct_match_protection"]}
+    rep = evaluate(spark, o, UNORDERED["join"](o), None, {"records": False, "row_key": "pid"}, **only).to_dict()
     assert rep["metrics"]["column_direct_match_protection"]["details"]["counts"]["age"]["matches"] == 30
     ordered = o.coalesce(1).select("*").filter("age > 0")
     rep = evaluate(spark, ordered, spark.createDataFrame(O), None, {"records": False, "exclude": ["pid"]}, **only)
@@ -190,19 +200,18 @@ INTERNAL = ["radius", "cid", "d1", "d2", "le", "lt", "key", "x", "var", "w", "s"
 
 
 def test_variables_may_take_any_internal_name(spark):
-    """A variable named like a column of the tool's own (the count's radius, a search's state) gives
-    the report of the same data under other names."""
+    """A variable named like a column of the tool's own (the count's radius, a search's state): every
+    metric with columns of its own is computed, and the count within a radius equals the brute force."""
     rng = np.random.default_rng(11)
-    make = lambda: pd.DataFrame({c: (rng.integers(0, 4, 40).astype(float) if i % 2 else rng.choice(list("ab"), 40))
+    make = lambda: pd.DataFrame({c: (rng.integers(0, 4, 20).astype(float) if i % 2 else rng.choice(list("ab"), 20))
                                  for i, c in enumerate(INTERNAL)})
-    tables = [make() for _ in range(3)]
-    config = lambda rename: {"known_variables": [rename(c) for c in INTERNAL[:4]], "records": False,
-                             "linkability_halves": [[rename("radius"), rename("cid")], [rename("d1"), rename("d2")]]}
-    runs = []
+    O, A, H = make(), make(), make()
+    config = {"known_variables": INTERNAL[:4], "records": False,
+              "linkability_halves": [["radius", "cid"], ["d1", "d2"]]}
     # (Column and Row Direct Match keep the variables' own names, no column of their own beside them)
     only = [m.key for m in metrics.REGISTRY if "direct_match" not in m.key]
-    for rename in (lambda c: c, lambda c: f"v_{c}"):
-        frames = [spark.createDataFrame(t.rename(columns=rename)) for t in tables]
-        runs.append(evaluate(spark, *frames, config(rename), only=only).to_dict()["metrics"])
-    for key in only:
-        assert runs[0][key]["computed"] and runs[0][key]["value"] == runs[1][key]["value"], key
+    got = evaluate(spark, *map(spark.createDataFrame, (O, A, H)), config, only=only).to_dict()["metrics"]
+    assert all(got[key]["computed"] for key in only)
+    kinds = {c: "numeric" if i % 2 else "categorical" for i, c in enumerate(INTERNAL)}
+    assert got["local_cloaking"]["value"] == ref.local_cloaking(O, A, kinds)[0]
+    assert got["hidden_rate"]["value"] == ref.hidden_rate(O, A, kinds, 0)[0]

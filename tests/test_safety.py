@@ -350,8 +350,15 @@ def case_run_keeps_a_user_file_inside_an_earlier_records_folder(t):
 
 
 def case_run_output_at_a_split_half_is_refused(t):
-    src = put(t / "data" / "all.parquet", pd.concat([frame(), frame(seed=3)], ignore_index=True))["path"]
-    assert main(run_split(t, src, t / "w", t / "h")) == 0
+    from avatar_metrics.outputs import destination, locked, publish
+
+    def half(stage):
+        (stage / "part-0.parquet").write_bytes(b"PAR1")
+        return ["part-0.parquet"]
+
+    dest = destination(str(t / "w"), "--working")  # a split's working half, as the split publishes it
+    with locked(dest, "--working"):
+        publish(dest, half, "--working")
     return Case([config(t, output=str(t / "w"))], runner="canned", words=("output", "another command", "split"))
 
 
