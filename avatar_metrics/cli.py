@@ -235,6 +235,8 @@ def cmd_split(args) -> int:
     from .io import input_files, read_table
     from .outputs import check_destination, destination, expand, locked, publish
 
+    if args.input and "\x00" in args.input:
+        raise InputError("--input holds a NUL character, which no file system takes: check the path")
     spec = TableSpec(table=args.table) if args.table else TableSpec(path=expand(args.input), format=args.format)
     sources = [("originals", spec.path)] if spec.path else []
     names = ("--working", "--holdout")

@@ -207,6 +207,8 @@ def parse_yaml(text: str):
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    if "\x00" in str(path):
+        raise ConfigError("the configuration file's path holds a NUL character, which no file system takes: check it")
     p = Path(os.path.expanduser(str(path)))
     if p.is_dir():
         raise ConfigError(f"configuration file {p} is a folder: give --config a YAML file")
@@ -292,6 +294,8 @@ def _table(value: Any, key: str, required: bool) -> TableSpec | None:
     path = value.get("path")
     if not isinstance(path, str) or not path:
         raise ConfigError(f"configuration key {key}.path is required (or {key}.table)")
+    if "\x00" in path:
+        raise ConfigError(f"configuration key {key}.path holds a NUL character, which no file system takes: check it")
     fmt = value.get("format") or "parquet"
     if fmt not in FORMATS:
         shown = repr(fmt) if isinstance(fmt, str) and len(fmt) <= 40 else f"a {type(fmt).__name__}"

@@ -399,6 +399,18 @@ def case_run_nul_in_the_output_path(t):
     return Case(["run", "--config", config(t, output=str(t / "o\x00ut"))], words=("output", "NUL"))
 
 
+def case_run_nul_in_an_input_path(t):
+    return Case(["run", "--config", config(t, avatars={"path": str(t / "a\x00.parquet")})], words=("avatars.path", "NUL"))
+
+
+def case_split_nul_in_the_input_path(t):
+    return Case(run_split(t, t / "o\x00.parquet", t / "w", t / "h"), words=("--input", "NUL"))
+
+
+def case_run_nul_in_the_configuration_path(t):
+    return Case(["run", "--config", str(t / "job\x00.yaml")], words=("configuration file", "NUL"))
+
+
 @pytest.mark.parametrize("path", [None, 123, b"out", 1.5])
 def test_report_write_refuses_what_is_not_a_path(canned, tmp_path, monkeypatch, path):
     from avatar_metrics.errors import InputError
