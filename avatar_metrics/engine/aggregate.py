@@ -199,6 +199,12 @@ def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]], co
             sought[(c, k)] = (lo, hi, k)  # the element of rank k among the values in [lo, hi]
     plan = lambda cs: {c: (first[c][4], first[c][0], ranks[c]) for c in cs}
     found = _disc(df, plan(slow)) if slow else {}
+    # a column of at most counting.collect values: its values and their counts, all at once (no
+    # bucket round, and no range that a plan would have to carry)
+    few = sorted({c for c, _ in sought if first[c][0] <= counting.collect})
+    if few:
+        found.update(_collected(df, few, {key: k for key, (_, _, k) in sought.items() if key[0] in few}))
+        sought = {key: v for key, v in sought.items() if key[0] not in few}
     for _ in range(counting.rounds):
         if not sought:
             break
@@ -207,6 +213,30 @@ def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]], co
         late = {c for c, _ in sought}
         found.update({key: v for key, v in _disc(df, plan(late)).items() if key in sought})
     return found
+
+
+def _collected(df: DataFrame, columns: Sequence[str], ranks: Mapping[tuple[str, int], int]) -> dict:
+    """The elements of the given 0-based ranks among each column's non-null values, from its
+    distinct values and their counts, collected in one action: {(column, k): value}."""
+    tagged = [F.when(col(c).isNotNull(), F.struct(F.lit(j).alias("j"), col(c).cast("double").alias("x")))
+              for j, c in enumerate(columns)]
+    rows = (_tagged(df, tagged).groupBy(F.col("t.j").alias("j"), F.col("t.x").alias("x"))
+            .agg(F.count(F.lit(1)).alias("n")).collect())
+    values: dict[int, list] = {}
+    for row in rows:
+        values.setdefault(row["j"], []).append((float(row["x"]), int(row["n"])))
+    return {key: _at_rank(sorted(values.get(columns.index(key[0]), [])), rank, key[0])
+            for key, rank in ranks.items()}
+
+
+def _at_rank(ordered: Sequence[tuple[float, int]], rank: int, column: str) -> float:
+    """The value of 0-based ``rank`` among ``(value, count)`` pairs in increasing order."""
+    seen = 0
+    for x, n in ordered:
+        seen += n
+        if seen > rank:
+            return x
+    raise RuntimeError(f"percentiles: rank {rank} is past the {seen} values of {column}")
 
 
 def _ranks(pairs) -> list[int]:
@@ -279,14 +309,7 @@ def _bucket_round(df: DataFrame, sought: dict, counting: Counting) -> dict:
         for j, part in enumerate(parts):
             ordered = sorted(values.get(j, []))
             for key, rank in collect[part]:
-                seen = 0
-                for x, n in ordered:
-                    seen += n
-                    if seen > rank:
-                        found[key] = x
-                        break
-                else:
-                    raise RuntimeError(f"percentiles: rank {rank} is past the values of {key[0]} in [{part[1]}, {part[2]}]")
+                found[key] = _at_rank(ordered, rank, key[0])
     return found
 
 
