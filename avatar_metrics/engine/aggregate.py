@@ -142,7 +142,9 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]],
     """``midpoint_percentiles`` of several columns, each element found by counting, not sorting.
 
     Null values are left out. The first action counts each column's values and
-    takes their min and max; then, per round, one action counts the values of
+    takes their min and max; a column of at most ``counting.collect`` values then
+    sends its distinct values, with their counts, to the driver in one action
+    (``_collected``). For the others, per round, one action counts the values of
     the ranges still sought in equal-width buckets (monotone in the value, so
     each bucket is the range [its min, its max]), and the element of rank k
     lies in the bucket where the counts pass k. A bucket of one value gives it;
