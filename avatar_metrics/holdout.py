@@ -9,13 +9,11 @@ holdout of the Closest Rate.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from .engine.split import working_ids
 from .errors import InputError
-from .io import ID, RESERVED_PREFIX, check_input_order, col, with_position
-from .schema import key_id
+from .io import ID, RESERVED_PREFIX, check_input_order, with_position
+from .schema import key_id, key_missing
 
 # Below this many records a holdout half is too small to be a useful reference
 # (spec seed 001): the metrics then use the approximate holdout.
@@ -31,10 +29,7 @@ def split_holdout(df: DataFrame, seed: int = 0, row_key: str | None = None) -> t
     if row_key is not None:
         if row_key not in df.columns:
             raise InputError(f"originals: row key column {row_key} is missing: check the name, or leave the key out")
-        missing = col(row_key).isNull()
-        if isinstance(df.schema[row_key].dataType, (T.FloatType, T.DoubleType)):
-            missing = missing | F.isnan(col(row_key))  # a NaN key equals no key, itself included
-        if df.filter(missing).limit(1).count():
+        if df.filter(key_missing(df, row_key)).limit(1).count():
             raise InputError(f"originals: row key column {row_key} has null (or NaN) values: every record needs a "
                              "key (the metric run refuses them too)")
         tagged = df.withColumn(ID, key_id(df, row_key))

@@ -126,15 +126,14 @@ def tree(folder: Path) -> list[str]:
     return sorted(out)
 
 
-def foreign_entries(folder: Path, kind: str | None = None) -> list[str]:
-    """The entries of ``folder`` (at any depth) this tool did not write for an output of ``kind``
-    (sorted); [] when empty or all ours. A marker of another kind, or of an earlier version that
-    listed the top level only, makes every entry foreign."""
+def foreign_entries(folder: Path) -> list[str]:
+    """The entries of ``folder`` (at any depth) its marker does not list (sorted); [] when empty or
+    all ours. Without a marker that lists them all, every top-level entry is foreign."""
     entries = tree(folder)
     if not entries:
         return []
     data = _marked(folder)
-    if data is None or "tree" not in data or (kind is not None and data.get("kind") != kind):
+    if data is None or "tree" not in data:
         return [e for e in entries if "/" not in e]  # nothing in it is known to be ours
     ours = set(data["tree"]) | {MARKER}
     return [e for e in entries if e not in ours]
@@ -180,7 +179,7 @@ def check_destination(dest: Path, inputs: Sequence[tuple[str, str]], what: str) 
     if data is not None and data.get("kind") != kind:
         raise InputError(f"{what} {dest} holds the outputs of another command of avatar-metrics (a "
                          f"{data.get('kind')}, not a {kind}): choose another folder")
-    foreign = foreign_entries(dest, kind)
+    foreign = foreign_entries(dest)
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise InputError(

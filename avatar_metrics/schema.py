@@ -323,12 +323,15 @@ def check_key_types(raws, key: str) -> None:
         _fail(f"row key column {key} has different types ({detail}): cast it to one type in every table")
 
 
+def key_missing(df: DataFrame, key: str) -> Column:
+    """Whether a record has no row key: null, or NaN (which equals no key, itself included)."""
+    missing = col(key).isNull()
+    return missing | F.isnan(col(key)) if isinstance(df.schema[key].dataType, FLOAT_TYPES) else missing
+
+
 def check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
     """Row keys: none null (NaN counts as null), none duplicated (``df`` carries the ids made from them)."""
-    missing = col(key).isNull()
-    if isinstance(raw.schema[key].dataType, FLOAT_TYPES):
-        missing = missing | F.isnan(col(key))
-    nulls = raw.filter(missing).limit(1).count()
+    nulls = raw.filter(key_missing(raw, key)).limit(1).count()
     if nulls:
         _fail(f"{role}: row key column {key} has null (or NaN) values: every record needs a key")
     dup = df.groupBy(ID).count().filter("count > 1").limit(1).count()
