@@ -410,10 +410,10 @@ def test_race_times_the_plain_scan_from_the_state_before_the_sample(monkeypatch)
     seen = []
     real = IX._flat
 
-    def recording(Qa, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, *rest):
+    def recording(Qa, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, *rest):
         if Qa.shape[0] == Q.shape[0]:
             seen.append((qsel.copy(), a[qsel].copy(), lim[qsel].copy()))
-        return real(Qa, qsel, sq, P, is_cat, ranges, nv, members, moff, mode, a, lim, *rest)
+        return real(Qa, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, *rest)
 
     monkeypatch.setattr(IX, "_flat", recording)  # (a spy: it records the plain scan's calls)
     IX._warm_up()

@@ -83,7 +83,7 @@ import numpy as np
 
 from .gower import NO_KEY, Space, State
 from .keyed import query_salts
-from .flat import _flat
+from .flat import _flat, columns, query_codes
 from .profiles import _code_hashes, _profiles, _rows_as_bytes, _walk_profiles
 from .terms import NEAREST, NO_CAP, WITHIN
 from .trees import _boxes, _kd_tree, _outer_summaries, _outer_tree, _within_outer
@@ -183,7 +183,7 @@ class CandidateIndex:
         self.moff = np.zeros(porder.size + 1, dtype=np.int64)
         np.cumsum(counts[porder], out=self.moff[1:])
         self.P = np.ascontiguousarray(points[porder])
-        self.PT = np.ascontiguousarray(self.P.T)  # variable by variable, for the plain scan (``_flat``)
+        self.cols, self.levels = columns(self.P, space.is_cat, space.ranges)  # for the plain scan (``_flat``)
         self.scanvals = np.ascontiguousarray(scanv[porder])
         lo, hi, ns, ne, left = nodes
         self.tree = (lo, hi, ns, ne, left, self.moff[ne] - self.moff[ns], groot)
@@ -281,6 +281,7 @@ class CandidateIndex:
         is_cat = np.ascontiguousarray(space.is_cat, dtype=np.bool_)
         ranges = np.ascontiguousarray(space.ranges, dtype=np.float64)
         args = (self.P, is_cat, ranges, space.n_vars, self.members, self.moff, *fold)
+        QC = query_codes(Q, space.is_cat, self.levels)
         nq = Q.shape[0]
         parts = [np.arange(nq, dtype=np.int64)]
         race = self.tuning
@@ -292,9 +293,9 @@ class CandidateIndex:
             bands = min(race.race_bands, nq // race.race_min_queries)
             parts = [np.sort(band) for band in np.array_split(order, bands)]
         for rest in parts:
-            self._race(Q, rest, sq, args, fold, how, cap)
+            self._race(Q, QC, rest, sq, args, fold, how, cap)
 
-    def _race(self, Q, rest, sq, args, fold, how: str, cap: int) -> None:
+    def _race(self, Q, QC, rest, sq, args, fold, how: str, cap: int) -> None:
         """Fold the block into the queries ``rest`` by ``how``; "auto": both ways race on a
         sample of them and the faster takes the others."""
         race = self.tuning
@@ -319,7 +320,7 @@ class CandidateIndex:
                 self._by_index(Q, part, sq, args, cap)
                 t_index += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                _flat(Q, part, sq, self.PT, *args[1:6], *scratch, cap)
+                _flat(Q, QC, part, sq, self.cols, *args[2:6], *scratch, cap)
                 t_flat += time.perf_counter() - t0
                 done, step = done + part.size, 2 * step
                 slow, fast = max(t_index, t_flat), min(t_index, t_flat)
@@ -332,7 +333,7 @@ class CandidateIndex:
         way = "flat" if how == "flat" else "index"  # "auto" with too few queries to race: the index
         self.choices[way] = self.choices.get(way, 0) + 1
         if how == "flat":
-            _flat(Q, rest, sq, self.PT, *args[1:], cap)
+            _flat(Q, QC, rest, sq, self.cols, *args[2:], cap)
         else:
             self._by_index(Q, rest, sq, args, cap)
 
@@ -404,8 +405,8 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     nq = Q.shape[0]
     st = _start_state(nq, state)
     if nq and C.shape[0]:
-        PT, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
-        _flat(Q, np.arange(nq, dtype=np.int64), sq, PT, is_cat, ranges, space.n_vars, members, moff,
+        cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
+        _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
               NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP)
     return st
 
@@ -416,9 +417,9 @@ def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     nq = Q.shape[0]
     out = Within.empty(nq)
     if nq and C.shape[0]:
-        PT, members, moff, sq, is_cat, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
+        cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         r = np.ascontiguousarray(radius, dtype=np.float64)
-        _flat(Q, np.arange(nq, dtype=np.int64), sq, PT, is_cat, ranges, space.n_vars, members, moff,
+        _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
               WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP)
     return out
 
@@ -435,6 +436,7 @@ def _plain_args(Q, qids, C, cids, space, salt):
     members = np.ascontiguousarray(cids, dtype=np.int64)
     moff = np.arange(members.size + 1, dtype=np.int64)
     sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
-    return (np.ascontiguousarray(P.T), members, moff, sq, np.ascontiguousarray(space.is_cat, dtype=np.bool_),
-            np.ascontiguousarray(space.ranges, dtype=np.float64),
-            np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q), dtype=np.float64))
+    cols, levels = columns(P, space.is_cat, space.ranges)
+    Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q), dtype=np.float64)
+    return (cols, query_codes(Q, space.is_cat, levels), members, moff, sq,
+            np.ascontiguousarray(space.ranges, dtype=np.float64), Q)
