@@ -75,7 +75,7 @@ def query_codes(Q: np.ndarray, is_cat: np.ndarray, levels: list[np.ndarray]) -> 
 
 
 @njit(cache=_CACHE)
-def _flat(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap):
+def _flat(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip):
     """Every point for every query of ``qsel``: no bound, no pruning (the plain scan).
 
     The distances from one query to a tile of points are summed a variable at a time along
@@ -85,12 +85,14 @@ def _flat(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2
     non-negative sum leaves its bits). A tile none of whose sums can reach the query's limit
     (``_reach``) goes no further; the others are folded point by point. Counting within a
     radius, a query past ``cap`` (``n1 > cap`` and ``n2 > 0``, as in ``_within_walk``) is
-    left at the next tile. ``QC``: the queries' codes (``query_codes``), row q for query q."""
+    left at the next tile. ``QC``: the queries' codes (``query_codes``), row q for query q.
+    ``skip``: the points of fewer categorical mismatches are left out (the categorical walk,
+    ``kernels.mismatch``, folded them)."""
     dist = np.empty(FLAT_TILE)
     miss = np.empty(FLAT_TILE, dtype=np.int32)
     near = np.empty(FLAT_TILE, dtype=np.int64)
-    _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, dist,
-                miss, near)
+    _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip,
+                dist, miss, near)
 
 
 @njit(cache=_CACHE, inline="always")
@@ -164,8 +166,8 @@ def _fold_few(Q, QC, q, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
-def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, dist,
-                miss, near):
+def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip,
+                dist, miss, near):
     """``_flat`` with its buffers given: tiles of FLAT_QUERIES queries x FLAT_TILE points (both in cache).
 
     Before a tile's distances, its categorical mismatches (``miss``): a point with more of them
@@ -188,7 +190,8 @@ def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, 
                 if mode == WITHIN and n1[q] > cap and n2[q] > 0:
                     continue  # capped
                 reach = _reach(lim[q], nv)
-                if reach < ncat:  # the mismatches can leave points out
+                counted = reach < ncat or skip > 0
+                if counted:  # the mismatches can leave points out
                     for t in range(m):
                         miss[t] = 0
                     for c in range(ncat):
@@ -198,7 +201,7 @@ def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, 
                             miss[t] += np.int32(row[t] != code)
                     k = 0
                     for t in range(m):
-                        if miss[t] <= reach:
+                        if skip <= miss[t] <= reach:
                             near[k] = t
                             k += 1
                     if k == 0:
@@ -242,7 +245,7 @@ def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, 
                 if hits == 0:
                     continue
                 for t in range(m):
-                    if dist[t] > reach:
+                    if dist[t] > reach or (counted and miss[t] < skip):
                         continue
                     d = dist[t] / nv
                     if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call

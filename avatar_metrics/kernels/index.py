@@ -84,6 +84,7 @@ import numpy as np
 from .gower import NO_KEY, Space, State
 from .keyed import query_salts
 from .flat import _flat, columns, query_codes
+from .mismatch import TABLE_BYTES, MismatchTables, walk
 from .profiles import _code_hashes, _profiles, _rows_as_bytes, _walk_profiles
 from .terms import NEAREST, NO_CAP, WITHIN
 from .trees import _boxes, _kd_tree, _outer_summaries, _outer_tree, _within_outer
@@ -109,6 +110,7 @@ class Tuning:
     race_margin: float = 2.0
     race_bands: int = 8  # counts within a radius: the queries race in this many bands of radii
     code_hashes: Callable = _code_hashes  # a profile's codes -> 64-bit hashes (the lookups one position away)
+    table_bytes: int = TABLE_BYTES  # the categorical walk's tables (``kernels.mismatch``): the levels kept fit in it
 
 
 TUNING = Tuning()
@@ -208,7 +210,9 @@ class CandidateIndex:
         olo, ohi, onull = _outer_summaries(self.P, ons, one)
         self.outer = (ons, one, oga, ogb, oleft, self.moff[one] - self.moff[ons], olo, ohi, onull, self.gstart)
         self.n_candidates = int(cids.shape[0])
-        self.choices: dict[str, int] = {}  # how the calls went: "index" or "flat" (the plain scan)
+        self.choices: dict[str, int] = {}  # how the calls went: "index", "flat" (the plain scan) or "mismatch"
+        self._mismatch: MismatchTables | None = None
+        self.work = np.zeros(2, dtype=np.int64)  # the categorical walk's distances evaluated, groups looked up
 
     def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None,
                how: str = "auto") -> State:
@@ -296,46 +300,70 @@ class CandidateIndex:
             self._race(Q, QC, rest, sq, args, fold, how, cap)
 
     def _race(self, Q, QC, rest, sq, args, fold, how: str, cap: int) -> None:
-        """Fold the block into the queries ``rest`` by ``how``; "auto": both ways race on a
-        sample of them and the faster takes the others."""
+        """Fold the block into the queries ``rest`` by ``how``; "auto": the ways race on a
+        sample of them and the fastest takes the others."""
         race = self.tuning
         if how == "auto" and rest.size >= race.race_min_queries:
+            ways = self.ways()
             _warm_up()  # the race must time the searches, not the loading of their compiled code
             self.lookups()  # built before the timing: the sample must not pay for them
+            if "mismatch" in ways:  # its tables too (a way's sample that built them would lose the race)
+                self.mismatch().tables()
             # (contiguous, as every other array of positions is: a strided view would be a
             # second signature of each entry point, compiled once more in every cold worker)
             sample = np.ascontiguousarray(rest[::race.race_stride])
-            # the plain scan's copy of the state, taken before the index folds the sample:
-            # from the index's result it would skip the work of finding the nearest points
-            # (with many tied members, most of it) and win races it should lose
-            scratch = (fold[0], *(np.array(x) for x in fold[1:]))
-            # both ways on the same queries, 1, 2, 4, ... at a time (the plain scan's state is
-            # dropped), until the sample is done, or one way has cost race_margin times the other
-            # once race_decide queries are done, or race_margin times what the other would cost
-            # for the whole sample once race_early are: a sample of the slow way costs what it costs
-            done, step, t_index, t_flat = 0, 1, 0.0, 0.0
-            while done < sample.size:
+            # each way folds the sample into its own copy of the state, taken before any way
+            # folded it: from another way's result it would skip the work of finding the nearest
+            # points (with many tied members, most of it) and win races it should lose
+            scratch = {w: (fold[0], *(np.array(x) for x in fold[1:])) for w in ways}
+            # the ways on the same queries, 1, 2, 4, ... at a time, until the sample is done or
+            # one way is left: a way is dropped once it has cost race_margin times the fastest
+            # with race_decide queries done, or race_margin times what the fastest would cost for
+            # the whole sample with race_early done (a sample of the slow way costs what it costs)
+            done, step, spent, live = 0, 1, dict.fromkeys(ways, 0.0), list(ways)
+            while done < sample.size and len(live) > 1:
                 part = sample[done : done + step]
-                t0 = time.perf_counter()
-                self._by_index(Q, part, sq, args, cap)
-                t_index += time.perf_counter() - t0
-                t0 = time.perf_counter()
-                _flat(Q, QC, part, sq, self.cols, *args[2:6], *scratch, cap)
-                t_flat += time.perf_counter() - t0
+                for w in live:
+                    t0 = time.perf_counter()
+                    self._by(w, Q, QC, part, sq, args, scratch[w], cap)
+                    spent[w] += time.perf_counter() - t0
                 done, step = done + part.size, 2 * step
-                slow, fast = max(t_index, t_flat), min(t_index, t_flat)
-                if done >= race.race_decide and slow > race.race_margin * fast:
-                    break
-                if done >= race.race_early and slow > race.race_margin * fast / done * sample.size:
-                    break
-            how = "flat" if t_flat < t_index else "index"
-            rest = np.setdiff1d(rest, sample[:done], assume_unique=True)  # the sample's rest too
-        way = "flat" if how == "flat" else "index"  # "auto" with too few queries to race: the index
+                fast = min(spent[w] for w in live)
+                live = [w for w in live
+                        if not (done >= race.race_decide and spent[w] > race.race_margin * fast)
+                        and not (done >= race.race_early and spent[w] > race.race_margin * fast / done * sample.size)]
+            how = min(live, key=lambda w: spent[w])
+            taken = sample[:done]
+            for mine, theirs in zip(fold[1:], scratch[how][1:]):  # the sample done: the winner's states
+                mine[taken] = theirs[taken]
+            rest = np.setdiff1d(rest, taken, assume_unique=True)  # the sample's rest too
+        way = how if how in ("flat", "mismatch") else "index"  # "auto" with too few queries to race: the index
         self.choices[way] = self.choices.get(way, 0) + 1
-        if how == "flat":
-            _flat(Q, QC, rest, sq, self.cols, *args[2:], cap)
+        self._by(way, Q, QC, rest, sq, args, fold, cap)
+
+    def ways(self) -> tuple[str, ...]:
+        """The ways of this block's race: the categorical walk where there are categoricals to walk."""
+        return ("index", "flat", "mismatch") if self.mismatch().levels >= 1 else ("index", "flat")
+
+    def mismatch(self) -> MismatchTables:
+        """The categorical walk's groups and tables (``kernels.mismatch``), built at first use."""
+        if self._mismatch is None:
+            self._mismatch = MismatchTables(self.cols, self.tuning.table_bytes)
+        return self._mismatch
+
+    def _by(self, way: str, Q, QC, qs, sq, args, fold, cap: int) -> None:
+        """Fold the block into the queries ``qs`` (their state ``fold``) by one way."""
+        if qs.size == 0:
+            return
+        if way == "flat":
+            _flat(Q, QC, qs, sq, self.cols, *args[2:6], *fold, cap, 0)
+        elif way == "mismatch":
+            tables = self.mismatch()
+            rest = walk(tables, Q, QC, qs, sq, self.cols, args[2], args[3], args[4], args[5], fold, cap, self.work)
+            if rest.size:  # past the last level: the plain scan of the points not walked
+                _flat(Q, QC, rest, sq, self.cols, *args[2:6], *fold, cap, tables.levels + 1)
         else:
-            self._by_index(Q, rest, sq, args, cap)
+            self._by_index(Q, qs, sq, (*args[:6], *fold), cap)
 
     def _by_index(self, Q, qs, sq, args, cap: int = NO_CAP):
         """Visit, for each query of ``qs``, the groups whose bound H/|V| does not exceed its limit
@@ -407,7 +435,7 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     if nq and C.shape[0]:
         cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP)
+              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP, 0)
     return st
 
 
@@ -420,7 +448,7 @@ def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
         cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         r = np.ascontiguousarray(radius, dtype=np.float64)
         _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP)
+              WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP, 0)
     return out
 
 
