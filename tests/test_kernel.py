@@ -171,7 +171,7 @@ from avatar_metrics.kernels.index import CandidateIndex  # noqa: E402
 
 # the three ways of the index: its traversal, the plain scan of its points, and the
 # race between them (forced on every call here: the sample is one query in 32)
-HOWS = ("index", "flat", "auto")
+HOWS = ("index", "flat", "mismatch", "auto")
 
 
 @pytest.fixture

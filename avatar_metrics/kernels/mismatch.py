@@ -87,15 +87,15 @@ class MismatchTables:
         self.gterm = np.ascontiguousarray(_terms(self.gcodes.T).T) if C else np.zeros((0, G), np.uint64)  # C x G
         self.gfull = self.gterm.sum(axis=0, dtype=np.uint64) if C else np.zeros(G, np.uint64)
         self.bits = max(1, int(np.log2(max(G, 2))))  # about two groups a bucket
-        per_table = 4 * G + 4 * (2**self.bits + 1)
-        total, levels = 0, -1
-        for w in range(0, min(C - 1, MAX_LEVELS) + 1):
-            total += comb(C, w) * per_table
-            if total > table_bytes and w > 0:
-                break
-            levels = w
-        self.levels = levels  # the deepest level kept (-1: none; then the walk is the plain scan)
+        levels = 0
+        while levels + 1 <= min(C - 1, MAX_LEVELS) and self.bytes_to(levels + 1) <= table_bytes:
+            levels += 1
+        self.levels = levels if C else -1  # the deepest level kept (-1: no categorical, the walk is the scan)
         self._tables: tuple[np.ndarray, ...] | None = None
+
+    def bytes_to(self, w: int) -> int:
+        """The bytes of the tables of levels 0 to w (4 a group and 4 a bucket, per table)."""
+        return sum(comb(self.ncat, k) for k in range(w + 1)) * (4 * self.groups + 4 * (2**self.bits + 1))
 
     def tables(self) -> tuple[np.ndarray, ...]:
         """Every level's tables, built at first use: (level starts, wild variables T x levels
