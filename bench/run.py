@@ -11,8 +11,10 @@ integers, continuous numbers, categories of 2 to 40 levels, about 1 % nulls,
 Spark; prints one line per step and a total line: wall seconds, records per
 second, and the peak memory (RSS) of the driver (JVM + Python) and of the
 Python workers, sampled from /proc; the Spark jobs each step started (from
-the event log: the library tags its jobs ``avatar-metrics-<step>``); and the
-share of the run taken by the metrics beyond the four seed ones.
+the event log: the library tags its jobs ``avatar-metrics-<step>``); per search, the
+distances the kernels evaluated per query and their share of queries x candidates
+(the race's samples included); and the share of the run taken by the metrics beyond
+the four seed ones.
 
 ``--anonymeter PYTHON`` also runs anonymeter 1.1's Linkability on the same
 tables with that interpreter (``bench/anonymeter_side.py``; anonymeter is not
@@ -179,6 +181,17 @@ def search_visits(lines: list[str]) -> list[tuple[str, int, int, int, int]]:
     return [(m.group(1), *map(int, m.group(2, 3, 4, 5))) for m in map(pattern.search, lines) if m]
 
 
+def search_work(lines: list[str]) -> list[tuple[str, int, float, float, int]]:
+    """(search, distances evaluated, per query, share of queries x candidates in %, candidates
+    looked up without one) from each search's work log line."""
+    import re
+
+    pattern = re.compile(r"search (\S+): (\d+) distances evaluated, ([\d.]+) per query \(([\d.]+)% of queries x "
+                         r"candidates\), (\d+) candidates looked up")
+    return [(m.group(1), int(m.group(2)), float(m.group(3)), float(m.group(4)), int(m.group(5)))
+            for m in map(pattern.search, lines) if m]
+
+
 def spark_jobs(events: Path) -> dict[str, int]:
     """Spark jobs started, per step (the tag ``avatar-metrics-<step>`` of the library), from the event log."""
     out: dict[str, int] = {}
@@ -280,6 +293,9 @@ def main() -> None:
         for name, visits, full, blocks, queries in search_visits(res["log"]):
             print(f"  search {name}: {visits / max(1, queries):.2f} block visits per query of {blocks} blocks "
                   f"({visits:,} of a full scan's {full:,})")
+        for name, evaluated, per_query, share, looked in search_work(res["log"]):
+            print(f"  search {name}: {per_query:,.1f} distances per query ({share:.4f} % of n x m), "
+                  f"{looked / max(1, evaluated):.1f} candidates looked up per distance")
         beyond = sum(sec for step, sec in t.items() if step in rep["metrics"] and step not in SEED_METRICS)
         print(f"metrics beyond the seeds: {beyond:.1f} s, {100 * beyond / (t['total'] - beyond):.0f} % added "
               f"to the rest of the run ({t['total'] - beyond:.1f} s)")

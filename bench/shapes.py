@@ -62,6 +62,8 @@ def _population(name: str, m: int, rng) -> pd.DataFrame:
             "children": rng.poisson(1.1, m).astype(np.int64),
             "native_country": _cat(_zipf_choice(rng, 40, m, 2.0), "C"),
         })
+    if name == "census-correlated":
+        return _correlated_census(m, rng)
     if name in ("highcard", "idlike"):
         levels = 5000 if name == "highcard" else max(2, m // 4)  # n/2 levels for the originals' half
         return pd.DataFrame({
@@ -85,6 +87,47 @@ def _population(name: str, m: int, rng) -> pd.DataFrame:
     raise ValueError(f"unknown shape {name}: choose one of {', '.join(SHAPES)}")
 
 
+def _correlated_census(m: int, rng) -> pd.DataFrame:
+    """The census shape with its categoricals drawn from each other, as in a real census: marital
+    status from age, relationship from sex and marital status (a husband is a married man),
+    occupation from sex and education, workclass from occupation, race from the native country,
+    region from the postcode; the numbers from age, education and sex."""
+    age = rng.integers(17, 91, m)
+    sex = rng.integers(0, 2, m)  # 0: F, 1: M
+    married_p = np.clip((age - 17) / 30, 0, 1) * 0.6
+    marital = np.where(rng.random(m) < married_p, 0, 1 + _zipf_choice(rng, 6, m))  # 0: married
+    old = age > 60
+    marital = np.where(old & (rng.random(m) < 0.3), 6, marital)  # widowed
+    # relationship: 0 husband, 1 wife, 2 own child, 3 not in family, 4 unmarried, 5 other relative
+    single = np.where(age < 25, np.where(rng.random(m) < 0.7, 2, 3), _zipf_choice(rng, 3, m) + 3)
+    relationship = np.where(marital == 0, np.where(sex == 1, 0, 1), np.minimum(single, 5))
+    education = _zipf_choice(rng, 16, m, 0.8)
+    occupation = (education * 2 + sex * 7 + _zipf_choice(rng, 12, m, 1.0)) % 40
+    workclass = np.where(occupation % 5 == 0, 1, _zipf_choice(rng, 8, m))
+    country = _zipf_choice(rng, 40, m, 2.0)
+    race = np.where(country == 0, _zipf_choice(rng, 5, m, 2.0), (country % 4) + 1)
+    postcode = _zipf_choice(rng, 3000, m, 0.6)
+    hours = np.clip(np.round(rng.normal(36 + 6 * sex, 11, m)), 1, 99).astype(np.int64)
+    return pd.DataFrame({
+        "age": age,
+        "sex": np.where(sex == 1, "M", "F"),
+        "postcode": _cat(postcode, "P"),
+        "region": _cat(postcode % 13, "R"),
+        "education": _cat(education, "E"),
+        "marital": _cat(marital, "M"),
+        "occupation": _cat(occupation, "O"),
+        "workclass": _cat(workclass, "W"),
+        "race": _cat(race, "X"),
+        "relationship": _cat(relationship, "L"),
+        "hours_per_week": hours,
+        "income": np.round(np.exp(rng.normal(9.9 + 0.05 * education + 0.2 * sex, 0.5, m)), 0),
+        "capital_gain": np.where(rng.random(m) < 0.92, 0.0, np.round(np.exp(rng.normal(8, 1.2, m)))),
+        "capital_loss": np.where(rng.random(m) < 0.95, 0.0, np.round(rng.normal(1900, 300, m))),
+        "children": np.where(marital == 0, rng.poisson(1.8, m), rng.poisson(0.4, m)).astype(np.int64),
+        "native_country": _cat(country, "C"),
+    })
+
+
 KNOWN = {
     "default": ["age", "sex", "region", "children"],
     "census": ["age", "sex", "postcode", "region", "education", "marital", "occupation", "race", "relationship",
@@ -95,6 +138,8 @@ KNOWN = {
     "numeric": ["x0", "x1", "x2", "x3"],
     "coarse-halves": ["sex", "smoker"],
     "wide": ["n0", "c0", "n1", "c1", "n2", "c2"],
+    "census-correlated": ["age", "sex", "postcode", "region", "education", "marital", "occupation", "race",
+                          "relationship", "hours_per_week"],
 }
 HALVES = {"coarse-halves": [["sex"], ["smoker"]]}
 SHAPES = tuple(KNOWN)

@@ -411,7 +411,7 @@ def test_race_times_the_plain_scan_from_the_state_before_the_sample(monkeypatch)
     real = IX._flat
 
     def recording(Qa, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, *rest):
-        if Qa.shape[0] == Q.shape[0] and rest[-1] == 0:  # the plain scan (not the walk's finish)
+        if Qa.shape[0] == Q.shape[0] and rest[-2] == 0:  # the plain scan (not the walk's finish)
             seen.append((qsel.copy(), a[qsel].copy(), lim[qsel].copy()))
         return real(Qa, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, *rest)
 

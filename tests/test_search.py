@@ -107,6 +107,9 @@ def test_blocks_by_locality_skip_what_cannot_matter(spark, frames, first):
     assert st.first == "home" and st.first_visits == N
     # the later jobs read only the queries the first job marked for their blocks
     assert 0 < st.later_rows < st.later_all_rows
+    # the kernels' work comes back from every job: each query evaluated its nearest at least,
+    # and no pair more than once per way of the race (three ways)
+    assert N <= st.evaluated <= 3 * N * len(A) and st.looked_up >= 0
 
 
 @pytest.mark.parametrize("homes", ["none", "farthest"])

@@ -121,6 +121,10 @@ REACH = "__am_reach"
 
 
 VISITS = "__am_visits"
+# the kernels' work, summed over a pass's rows: distances evaluated, candidates looked up without
+# one (``CandidateIndex.work``); a chunk of queries adds its counts to its first row, so only
+# a column's sum means something
+WORK = ("__am_evaluated", "__am_looked_up")
 
 
 HOME = "__am_home"
@@ -137,10 +141,11 @@ def is_connect(df: DataFrame) -> bool:
     return type(df).__module__.startswith("pyspark.sql.connect")
 
 
-def _materialize(df: DataFrame, remote: bool) -> tuple[DataFrame, int, int]:
+def _materialize(df: DataFrame, remote: bool, work: list | None = None) -> tuple[DataFrame, int, int]:
     """``df`` computed once and kept on the executors, its number of rows, and
     the sum of its ``VISITS`` column (0 without one): one job on classic Spark
-    (the aggregate fills the cache), two under Spark Connect.
+    (the aggregate fills the cache), two under Spark Connect. With ``work``, the sums of the
+    ``WORK`` columns are added to it (the same job).
 
     Classic Spark: cached, so a lost executor's part is recomputed from the
     plan. Spark Connect: a local checkpoint. A Connect plan travels whole with
@@ -152,7 +157,11 @@ def _materialize(df: DataFrame, remote: bool) -> tuple[DataFrame, int, int]:
     """
     df = df.localCheckpoint(eager=True) if remote else df.cache()
     visits = F.sum(VISITS) if VISITS in df.columns else F.lit(0)
-    row = df.agg(F.count(F.lit(1)), visits).first()
+    sums = [F.sum(c) if work is not None and c in df.columns else F.lit(0) for c in WORK]
+    row = df.agg(F.count(F.lit(1)), visits, *sums).first()
+    if work is not None:
+        work[0] += int(row[2] or 0)
+        work[1] += int(row[3] or 0)
     return df, int(row[0]), int(row[1] or 0)
 
 

@@ -22,7 +22,8 @@ from ..kernels.terms import lower_bounds
 from ..kernels.index import CandidateIndex
 from ..schema import Variable
 
-from .blocks import Block, FIRST_LE, FIRST_LT, HOME, QUERY_CHUNK, REACH, VISITS, _rechunk, _select, encode, encode_queries
+from .blocks import (Block, FIRST_LE, FIRST_LT, HOME, QUERY_CHUNK, REACH, VISITS, WORK, _rechunk, _select, encode,
+                     encode_queries)
 from .catalogue import NEED_BITS, Need, need_column
 
 RADIUS = "__am_radius"  # a query's radius (the count within it): an internal name, never a variable's
@@ -113,6 +114,13 @@ def _index_of(block: Block, space: Space) -> CandidateIndex:
     return _LAST_INDEX["index"]
 
 
+def add_work(pdf: pd.DataFrame, index: CandidateIndex, before: np.ndarray) -> None:
+    """Add what the index did since ``before`` (its ``work`` then) to the chunk's first row."""
+    if len(pdf) and WORK[0] in pdf.columns:
+        for column, done in zip(WORK, index.work - before):
+            pdf.loc[pdf.index[0], column] = pdf[column].iat[0] + int(done)
+
+
 def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, salt: int, schema,
           fold: Fold) -> DataFrame:
     """One pass: fold a block (or a slice of block ``b``) of candidates into the state carried by the queries.
@@ -131,14 +139,20 @@ def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, sal
             else:
                 keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf)) & (pdf[HOME].to_numpy() != b)
             if keep.all():
-                fold.step(_index_of(block, space), Q, qids, salt, pdf)
+                index = _index_of(block, space)
+                before = index.work.copy()
+                fold.step(index, Q, qids, salt, pdf)
+                add_work(pdf, index, before)
             elif keep.any():
                 # only what the fold reads and writes, not the variables
                 read = [*fold.carry, *(c for c, _ in fold.first_state if c in pdf.columns)]
                 sub = pdf.loc[keep, [*fold.columns, *read]].reset_index(drop=True)
-                fold.step(_index_of(block, space), Q[keep], qids[keep], salt, sub)
+                index = _index_of(block, space)
+                before = index.work.copy()
+                fold.step(index, Q[keep], qids[keep], salt, sub)
                 for c in fold.columns:
                     pdf.loc[keep, c] = sub[c].to_numpy()
+                add_work(pdf, index, before)
             pdf[VISITS] = pdf[VISITS].to_numpy() + keep
             yield pdf
 

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from ..io import ID
 from ..kernels.index import CandidateIndex
 
-from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, _encoded, _rechunk, encode_queries
+from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, WORK, _encoded, _rechunk, encode_queries
 from .catalogue import Need, RANGED
-from .folds import _mark
+from .folds import _mark, add_work
 
 if TYPE_CHECKING:
     from .search import _Run
@@ -54,9 +54,13 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
         for column, value in fresh.items():
             pdf[column] = value
         pdf[REACH], pdf[VISITS] = math.inf, 0
+        for column in WORK:
+            pdf[column] = 0
         if index is not None:
+            before = index.work.copy()
             fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt, pdf)
             pdf[VISITS] = 1
+            add_work(pdf, index, before)
         # (a home with no candidates folded nothing: no home to skip later)
         _mark(need, pdf, variables, fold.reach(pdf), space, b if index is not None else -1)
         return pdf[columns]

@@ -73,7 +73,7 @@ from ..io import ID
 from ..kernels.gower import Space, search_salt
 from ..schema import Variable
 
-from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, _blocks, _materialize, _select, closure_cap, is_connect
+from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, WORK, _blocks, _materialize, _select, closure_cap, is_connect
 from .catalogue import Need, _by_locality, _homes, _level_counts, _locality_order, _need
 from .folds import Fold, NEAREST, WITHIN, _pass, _within_reach, _within_step
 from .homes import _home_job, _home_shares, _spread
@@ -176,7 +176,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
         n_candidates = c.count()
     n_blocks = max(1, math.ceil(n_candidates / search.block_size))
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
-    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS))
+    initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS),
+                       *[F.lit(0).cast("long").alias(c) for c in WORK])
     run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold,
                remote=strategy.remote(queries), n_candidates=n_candidates, settings=search, parts=parts,
                n_queries=n_queries, stats=SearchStats(name), strategy=strategy)
@@ -188,6 +189,11 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
         chains, cached = _local(run, initial, c, n_blocks, fresh)
     st = run.stats
     st.fetched, st.slices, st.fetch_seconds = run.fetch.blocks, run.fetch.pieces - run.fetch.blocks, run.fetch.seconds
+    st.evaluated, st.looked_up = run.work
+    pairs = st.queries * n_candidates
+    log.info("search %s: %d distances evaluated, %.1f per query (%.4f%% of queries x candidates), "
+             "%d candidates looked up without one", name, st.evaluated, st.evaluated / max(1, st.queries),
+             100.0 * st.evaluated / max(1, pairs), st.looked_up)
     if len(chains) == 1 and n_blocks == 1:
         st.seconds = time.perf_counter() - run.t0
         return chains[0], st
@@ -221,6 +227,8 @@ class SearchStats:
     slices: int = 0  # pieces fetched beyond one per block (a block too large goes in slices)
     fetch_seconds: float = 0.0
     seconds: float = 0.0
+    evaluated: int = 0  # distances the kernels evaluated (of queries x candidates)
+    looked_up: int = 0  # candidates they looked up without one (tables, counted mismatches, profiles)
 
 
 @dataclass
@@ -244,6 +252,7 @@ class _Run:
     visits: int = 0
     stats: SearchStats | None = None
     strategy: "Strategy | None" = None
+    work: list = field(default_factory=lambda: [0, 0])  # distances evaluated, candidates looked up
 
     def progress(self, what: str, full: int) -> None:
         elapsed = time.perf_counter() - self.t0
@@ -275,7 +284,9 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
             for block, n_rows, b in batch:
                 state = _pass(state, block, b, run.variables, run.space, run.salt, initial.schema, run.fold)
                 run.done += n_rows
-            chain, rows, _ = _materialize(state.select(ID, *run.fold.columns), run.remote)
+            # (the kernels' work stays in the chain: a select of a cached frame would be what the
+            # caller unpersists, and the cache would stay)
+            chain, rows, _ = _materialize(state.select(ID, *WORK, *run.fold.columns), run.remote, run.work)
             chains.append(chain)
             n_pieces += len(batch)
             run.visits = rows * n_pieces
@@ -313,7 +324,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
         # home leave one task with a later job's work: seen at 5,000,000 in the event log)
         first = _home_job(run, start, c, need, n_blocks).repartition(run.parts or n_blocks, ID)
         what = f"home blocks ({len(need.blocks)})"
-        first, rows, run.visits = _materialize(first, run.remote)
+        first, rows, run.visits = _materialize(first, run.remote, run.work)
         run.stats.first, run.stats.first_visits = "home", run.visits
         if run.n_queries is not None and rows != run.n_queries:
             # a query twice (or lost) in the first job would give a wrong result
@@ -327,8 +338,9 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
         run.progress(what, full)
         start = [run.fold.first_reach().alias(c) if c == run.fold.bounded else col
                  for (c, _, _), col in zip(run.fold.state, fresh)]
-        later = first.select(*[x for x in initial.columns if x not in (REACH, VISITS, *run.fold.columns)],
+        later = first.select(*[x for x in initial.columns if x not in (REACH, VISITS, *WORK, *run.fold.columns)],
                              *start, run.fold.first_reach().alias(REACH), F.lit(0).cast("long").alias(VISITS),
+                             *[F.lit(0).cast("long").alias(c) for c in WORK],
                              *[F.col(src).alias(name) for name, src in run.fold.first_state],
                              HOME, *need.columns)
         read = 0
@@ -342,7 +354,8 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
                     need.check(b, block)
                     state = _pass(state, block, b, run.variables, run.space, run.salt, later.schema, run.fold)
                     run.done += n_rows
-                chain, marked, v = _materialize(state.select(ID, VISITS, *run.fold.columns), run.remote)
+                chain, marked, v = _materialize(state.select(ID, VISITS, *WORK, *run.fold.columns), run.remote,
+                                                run.work)
                 read += marked
                 run.visits += v
                 cached.append(chain)

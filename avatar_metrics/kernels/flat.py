@@ -75,7 +75,7 @@ def query_codes(Q: np.ndarray, is_cat: np.ndarray, levels: list[np.ndarray]) -> 
 
 
 @njit(cache=_CACHE)
-def _flat(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip):
+def _flat(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip, work):
     """Every point for every query of ``qsel``: no bound, no pruning (the plain scan).
 
     The distances from one query to a tile of points are summed a variable at a time along
@@ -87,12 +87,13 @@ def _flat(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2
     radius, a query past ``cap`` (``n1 > cap`` and ``n2 > 0``, as in ``_within_walk``) is
     left at the next tile. ``QC``: the queries' codes (``query_codes``), row q for query q.
     ``skip``: the points of fewer categorical mismatches are left out (the categorical walk,
-    ``kernels.mismatch``, folded them)."""
+    ``kernels.mismatch``, folded them). ``work``: [distances evaluated, points whose
+    mismatches were counted], added to."""
     dist = np.empty(FLAT_TILE)
     miss = np.empty(FLAT_TILE, dtype=np.int32)
     near = np.empty(FLAT_TILE, dtype=np.int64)
     _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip,
-                dist, miss, near)
+                work, dist, miss, near)
 
 
 @njit(cache=_CACHE, inline="always")
@@ -167,7 +168,7 @@ def _fold_few(Q, QC, q, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip,
-                dist, miss, near):
+                work, dist, miss, near):
     """``_flat`` with its buffers given: tiles of FLAT_QUERIES queries x FLAT_TILE points (both in cache).
 
     Before a tile's distances, its categorical mismatches (``miss``): a point with more of them
@@ -192,6 +193,7 @@ def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, 
                 reach = _reach(lim[q], nv)
                 counted = reach < ncat or skip > 0
                 if counted:  # the mismatches can leave points out
+                    work[1] += m
                     for t in range(m):
                         miss[t] = 0
                     for c in range(ncat):
@@ -207,9 +209,11 @@ def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, 
                     if k == 0:
                         continue
                     if k * FLAT_FEW < m:
+                        work[0] += k
                         _fold_few(Q, QC, q, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid,
                                   p0, near, k, dist)
                         continue
+                work[0] += m
                 for t in range(m):
                     dist[t] = 0.0
                 for v in range(nv):  # the terms of ``_distance``, one variable for the whole tile

@@ -212,7 +212,10 @@ class CandidateIndex:
         self.n_candidates = int(cids.shape[0])
         self.choices: dict[str, int] = {}  # how the calls went: "index", "flat" (the plain scan) or "mismatch"
         self._mismatch: MismatchTables | None = None
-        self.work = np.zeros(2, dtype=np.int64)  # the categorical walk's distances evaluated, groups looked up
+        # what the searches cost: distances evaluated, and candidates looked up without one (the walk's
+        # table entries, the points whose mismatches the plain scan counted, the groups whose
+        # profiles the index compared one by one)
+        self.work = np.zeros(2, dtype=np.int64)
 
     def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None,
                how: str = "auto") -> State:
@@ -356,12 +359,12 @@ class CandidateIndex:
         if qs.size == 0:
             return
         if way == "flat":
-            _flat(Q, QC, qs, sq, self.cols, *args[2:6], *fold, cap, 0)
+            _flat(Q, QC, qs, sq, self.cols, *args[2:6], *fold, cap, 0, self.work)
         elif way == "mismatch":
             tables = self.mismatch()
             rest = walk(tables, Q, QC, qs, sq, self.cols, args[2], args[3], args[4], args[5], fold, cap, self.work)
             if rest.size:  # past the last level: the plain scan of the points not walked
-                _flat(Q, QC, rest, sq, self.cols, *args[2:6], *fold, cap, tables.levels + 1)
+                _flat(Q, QC, rest, sq, self.cols, *args[2:6], *fold, cap, tables.levels + 1, self.work)
         else:
             self._by_index(Q, qs, sq, (*args[:6], *fold), cap)
 
@@ -372,7 +375,7 @@ class CandidateIndex:
         if qs.size == 0:
             return
         if args[6] == WITHIN:
-            _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer, cap)
+            _within_outer(Q, qs, sq, *args[:6], *args[8:], self.boxes, self.tree, self.outer, cap, self.work)
             return
         nv = self.space.n_vars
         extra = (*args[1:], self.tree)
@@ -401,7 +404,7 @@ class CandidateIndex:
             whi[:, j] = np.searchsorted(keys, wq, side="right")
         _walk_profiles(Q, np.ascontiguousarray(qs[qorder]), bounds.astype(np.int64), g0s, wlo, whi,
                        worder, woff, ucodes, self.gcodes, sq, self.gstart, self.gstop,
-                       self.P, self.scan, self.scanvals, *extra)
+                       self.P, self.scan, self.scanvals, *extra, self.work)
 
 
 _WARMED = False  # set once this process has run every compiled entry point
@@ -435,7 +438,7 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     if nq and C.shape[0]:
         cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP, 0)
+              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP, 0, np.zeros(2, dtype=np.int64))
     return st
 
 
@@ -448,7 +451,7 @@ def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
         cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         r = np.ascontiguousarray(radius, dtype=np.float64)
         _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP, 0)
+              WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP, 0, np.zeros(2, dtype=np.int64))
     return out
 
 

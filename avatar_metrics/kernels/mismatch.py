@@ -12,13 +12,13 @@ second distance, or its radius). On census-shaped data a query's reach is a few
 mismatches, and the points that few mismatches away are a small share of the block.
 
 The construction. Points with the same categorical codes are one group. For each set W
-of ``w`` categorical variables (``w`` up to ``levels``), a table holds the groups sorted by
-a 32-bit fingerprint of their codes outside W (a sum of 64-bit hashes of (variable, code),
-its top half). A query walks ``w = 0, 1, ..., levels``: at level w it looks up its own
-fingerprint outside each W of that size and takes the groups found whose codes equal its
-own outside W and differ on every variable of W, so that a group is taken exactly once,
-at the level of its mismatch count and in the table of its mismatch set (a fingerprint
-that collides costs a check, never a point). It evaluates every point of a group taken
+of ``w`` categorical variables (``w`` up to ``levels``), a table holds the groups bucketed
+by their key outside W (the wrapping sum of 64-bit hashes of (variable, code) over the
+variables not in W). A query walks ``w = 0, 1, ..., levels``: at level w it computes its
+own key outside each W of that size, reads that one bucket, and takes the groups of it
+whose codes equal its own outside W and differ on every variable of W, so that a group is
+taken exactly once, at the level of its mismatch count and in the table of its mismatch
+set (a key that collides costs a check, never a point). It evaluates every point of a group taken
 with the exact float64 distance and folds it as the plain scan does. Before each level,
 and before each group, it stops once ``w`` is strictly above its reach: every point left
 has at least ``w`` mismatches, so a distance above the limit; a point whose sum is exactly
@@ -29,11 +29,12 @@ out every point of at most ``levels`` mismatches: those were evaluated by the wa
 point is thus folded at most once and every point that could change the state is, so the
 state is the plain scan's, bit for bit.
 
-What it costs. A table is 8 bytes per group (fingerprint and group); the levels kept are
+What it costs. A table is 4 bytes per group (its number, and the rest of the 32 bits a
+fingerprint) and 4 per bucket, about 6 bytes per group in all; the levels kept are
 as many as ``TABLE_BYTES`` allows, so an index of a block of B points holds at most about
-``TABLE_BYTES`` of tables, built in the Python worker where the block is searched, a level
-at a time when a query first reaches it. ``search.block_size`` bounds B, and with it the
-tables of one level.
+``TABLE_BYTES`` of tables, built in the Python worker where the block is searched, at the
+walk's first use (before a race times it). ``search.block_size`` bounds B, and with it the
+tables of one level; a smaller block keeps more levels in the same bytes.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ class MismatchTables:
     """A block's points grouped by categorical codes, with the walk's tables (built by level).
 
     A level's table for the wild set W is the groups bucketed by the top ``bits`` bits of the
-    64-bit sum of their (variable, code) hashes outside W: ``gids[t, boff[t, b]:boff[t, b + 1]]``
+    64-bit sum of their (variable, code) hashes outside W: ``gids[t, boff[t, b]:boff[t, b + 1]]``.
+    An entry is a group number in its low ``gbits`` bits and the next bits of the key in the
+    others (a fingerprint: a bucket-mate whose differs is passed over without reading its codes)
     are bucket b's groups (a counting sort: 4 bytes a group and 4 a bucket, about two groups a
     bucket). A lookup reads one bucket; the walk checks the codes of every group in it."""
 
@@ -83,8 +86,10 @@ class MismatchTables:
         self.gpts = np.argsort(ginv, kind="stable").astype(np.int64)
         self.goff = np.zeros(G + 1, dtype=np.int64)
         np.cumsum(np.bincount(ginv, minlength=G), out=self.goff[1:])
-        self.gcodes = np.ascontiguousarray(CT[:, self.gpts[self.goff[:-1]]]) if C else np.zeros((0, G), np.int32)
-        self.gterm = np.ascontiguousarray(_terms(self.gcodes.T).T) if C else np.zeros((0, G), np.uint64)  # C x G
+        # a group's codes side by side (G x C: one cache line for the checks of a group)
+        self.gcodes = np.ascontiguousarray(CT[:, self.gpts[self.goff[:-1]]].T) if C else np.zeros((G, 0), np.int32)
+        self.gterm = np.ascontiguousarray(_terms(self.gcodes).T) if C else np.zeros((0, G), np.uint64)  # C x G
+        self.gbits = max(1, int(G - 1).bit_length())  # an entry's bits for its group (the rest: fingerprint)
         self.gfull = self.gterm.sum(axis=0, dtype=np.uint64) if C else np.zeros(G, np.uint64)
         self.bits = max(1, int(np.log2(max(G, 2))))  # about two groups a bucket
         levels = 0
@@ -111,8 +116,8 @@ class MismatchTables:
             for t, W in enumerate(subsets):
                 wild[t, :len(W)] = W
             boff = np.empty((len(subsets), 2**self.bits + 1), dtype=np.int32)
-            gids = np.empty((len(subsets), self.groups), dtype=np.int32)
-            _build(self.gterm, self.gfull, wild, self.bits, boff, gids)
+            gids = np.empty((len(subsets), self.groups), dtype=np.uint32)
+            _build(self.gterm, self.gfull, wild, self.bits, self.gbits, boff, gids)
             self._tables = (start, wild, boff, gids)
         return self._tables
 
@@ -122,11 +127,21 @@ class MismatchTables:
             self.gpts.nbytes
 
 
+@njit(cache=_CACHE, inline="always")
+def _fingerprint(k, bits, gbits):
+    """The key's bits below the bucket's, as many as an entry has beside its group (``32 - gbits``)."""
+    if gbits >= 32:
+        return np.uint32(0)
+    return np.uint32((k << np.uint64(bits)) >> np.uint64(64 - (32 - gbits)))
+
+
 @njit(cache=_CACHE)
-def _build(gterm, gfull, wild, bits, boff, gids):
-    """Each table's counting sort of the groups by bucket (the top ``bits`` bits of their key outside W)."""
+def _build(gterm, gfull, wild, bits, gbits, boff, gids):
+    """Each table's counting sort of the groups by bucket (the top ``bits`` bits of their key
+    outside W), an entry the group and its fingerprint (``_fingerprint``)."""
     G = gfull.shape[0]
     shift = np.uint64(64 - bits)
+    fp = np.empty(G, dtype=np.uint32)
     bucket = np.empty(G, dtype=np.int64)
     for t in range(wild.shape[0]):
         boff[t, :] = 0
@@ -137,12 +152,13 @@ def _build(gterm, gfull, wild, bits, boff, gids):
                     k -= gterm[wild[t, j], g]
             b = np.int64(k >> shift)
             bucket[g] = b
+            fp[g] = _fingerprint(k, bits, gbits)
             boff[t, b + 1] += 1
         for b in range(boff.shape[1] - 1):
             boff[t, b + 1] += boff[t, b]
         for g in range(G):  # the offsets move up by one bucket as they are filled
             b = bucket[g]
-            gids[t, boff[t, b]] = g
+            gids[t, boff[t, b]] = (fp[g] << np.uint32(gbits)) | np.uint32(g)
             boff[t, b] += 1
         for b in range(boff.shape[1] - 1, 0, -1):
             boff[t, b] = boff[t, b - 1]
@@ -161,21 +177,23 @@ def walk(tables: MismatchTables, Q, QC, qs, sq, cols, ranges, nv, members, moff,
     qterm = np.ascontiguousarray(_terms(QC[qs]))  # rows in the order of ``qs``
     qfull = qterm.sum(axis=1, dtype=np.uint64)
     rest = np.zeros(qs.size, dtype=np.bool_)
-    _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, tables.bits, tables.gcodes, tables.gpts, tables.goff,
+    _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, tables.bits, tables.gbits, tables.gcodes, tables.gpts,
+          tables.goff,
           sq, cols, ranges, nv, members, moff, *fold, cap, work, rest)
     return qs[rest]
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
-def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gcodes, gpts, goff, sq, cols, ranges, nv,
+def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gbits, gcodes, gpts, goff, sq, cols, ranges, nv,
           members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, work, rest):
     """Each query of ``qs`` (its hashes: row i of ``qterm``, ``qfull``) level by level: per wild
     set W, one bucket; a group of the bucket whose codes equal the query's outside W and differ
     on all of W is evaluated point by point, while the level is within the query's reach.
     ``rest[i]``: query i's reach is past the last level (it must finish with the scan)."""
-    C = gcodes.shape[0]
+    C = gcodes.shape[1]
     levels = start.shape[0] - 2
     shift = np.uint64(64 - bits)
+    low = np.uint32((1 << gbits) - 1) if gbits < 32 else np.uint32(0xFFFFFFFF)
     for i in range(qs.shape[0]):
         q = qs[i]
         for w in range(levels + 1):
@@ -186,17 +204,21 @@ def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gcodes, gpts, 
                 for j in range(w):
                     k -= qterm[i, wild[t, j]]
                 b = np.int64(k >> shift)
+                f = _fingerprint(k, bits, gbits)
                 for e in range(boff[t, b], boff[t, b + 1]):
-                    g = gids[t, e]
+                    entry = gids[t, e]
                     work[1] += 1
+                    if gbits < 32 and (entry >> np.uint32(gbits)) != f:
+                        continue  # another key in the bucket
+                    g = np.int64(entry & low)
                     wrong = 0  # the group must differ exactly on W
                     for j in range(w):
                         c = wild[t, j]
-                        wrong += gcodes[c, g] == QC[q, c]
+                        wrong += gcodes[g, c] == QC[q, c]
                     if wrong:
                         continue
                     for c in range(C):
-                        if gcodes[c, g] != QC[q, c]:
+                        if gcodes[g, c] != QC[q, c]:
                             wrong += 1
                     if wrong != w:
                         continue

@@ -39,7 +39,7 @@ def _hamming(qcodes, gcodes, H):
 
 @njit(cache=_CACHE)
 def _scan_far(Q, need, sq, H, at, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv,
-              members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
+              members, moff, mode, a, lim, n1, n2, bkey, bcid, tree, work):
     """The groups at H >= 2 in order of (H, g), their bound H / |V|, each for the queries of
     ``need`` whose limit still reaches it (``need`` is filtered in place); stops when none does
     (the limits only shrink). The groups of one H are gathered into ``at`` (the caller's, one
@@ -65,7 +65,7 @@ def _scan_far(Q, need, sq, H, at, gstart, gstop, P, scan, scanvals, is_cat, rang
             if m == 0:
                 return
             _scan_group(Q, need[:m], sq, lb, P, gstart[g], gstop[g], tree[6][g], scan, scanvals, is_cat, ranges,
-                        nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+                        nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree, work)
         k = 0  # the queries that reach the next H (those of an H without groups too)
         for t in range(m):
             q = need[t]
@@ -79,7 +79,7 @@ def _scan_far(Q, need, sq, H, at, gstart, gstop, P, scan, scanvals, is_cat, rang
 
 @njit(cache=_CACHE)
 def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcodes, sq, gstart, gstop, P, scan,
-                   scanvals, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
+                   scanvals, is_cat, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree, work):
     """The nearest search of every query profile in one compiled call. Profile b's queries are
     ``qorder[pstart[b]:pstart[b + 1]]``: its own group ``g0s[b]`` (-1: none) first, then for the
     queries whose limit reaches 1 / |V| the groups one position away (position j's are among
@@ -98,7 +98,7 @@ def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcode
         visited = 0
         if g0 >= 0:
             _scan_group(Q, qsel, sq, 0.0, P, gstart[g0], gstop[g0], groot[g0], scan, scanvals, is_cat, ranges, nv,
-                        members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+                        members, moff, mode, a, lim, n1, n2, bkey, bcid, tree, work)
             visited = 1
         m = 0
         for t in range(qsel.shape[0]):  # the others cannot meet a group at H >= 1
@@ -121,7 +121,7 @@ def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcode
                 if other:
                     continue
                 _scan_group(Q, need[:m], sq, lb1, P, gstart[g], gstop[g], groot[g], scan, scanvals, is_cat,
-                            ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree)
+                            ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, tree, work)
                 visited += 1
         k = 0
         for t in range(m):
@@ -131,8 +131,9 @@ def _walk_profiles(Q, qorder, pstart, g0s, wlo, whi, worder, woff, ucodes, gcode
                 k += 1
         if k and visited < G:  # H >= 2
             _hamming(ucodes[b], gcodes, H)
+            work[1] += G  # every group's profile compared with the query's
             _scan_far(Q, need[:k], sq, H, at, gstart, gstop, P, scan, scanvals, is_cat, ranges, nv, members, moff,
-                      mode, a, lim, n1, n2, bkey, bcid, tree)
+                      mode, a, lim, n1, n2, bkey, bcid, tree, work)
 
 
 def _profiles(X: np.ndarray, is_cat: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from .terms import MARGIN_ULPS, NO_REFCOUNT, WITHIN, _count, _distance, _fold, _
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, moff, sq, radius,
-                 le, lt, bkey, bcid):
+                 le, lt, bkey, bcid, work):
     """Count query q's candidates within its radius in one group, box by box.
 
     A box is a run of points of the group with the min and max of each numeric
@@ -39,12 +39,13 @@ def _count_boxes(Q, q, lb, P, start, stop, boxes, is_cat, ranges, nv, members, m
             continue
         for p in range(cb[k], cb[k + 1]):
             d = _distance(Q, q, P, p, is_cat, ranges, nv)
+            work[0] += 1
             _count(q, p, d, members, moff, sq, radius, le, lt, bkey, bcid)
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq, mode, a, lim, n1, n2, bkey,
-                bcid, stack, bstack):
+                bcid, stack, bstack, work):
     """Query q against one group through its tree of boxes (see ``_kd_tree``).
 
     A node's bound is that of ``_count_boxes`` for its box: (H + gaps) / |V|,
@@ -74,6 +75,7 @@ def _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq, 
         if c0 < 0:
             for p in range(ns[k], ne[k]):
                 d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                work[0] += 1
                 if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
                     continue
                 _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid)
@@ -172,7 +174,7 @@ def _kd_tree(P, gstart, gstop, is_num, ranges, tree_min, leaf, cap):
 
 @njit(cache=_CACHE)
 def _scan_group(Q, qsel, sq, lb, P, start, stop, root, scan, scanvals, is_cat, ranges, nv,
-                members, moff, mode, a, lim, n1, n2, bkey, bcid, tree):
+                members, moff, mode, a, lim, n1, n2, bkey, bcid, tree, work):
     """Queries ``qsel`` against the points start..stop of one group (sorted by ``scan``).
 
     ``lim[q]`` is the query's pruning limit (its d2, or its radius): a point
@@ -186,15 +188,15 @@ def _scan_group(Q, qsel, sq, lb, P, start, stop, root, scan, scanvals, is_cat, r
             q = qsel[i]
             if lb <= lim[q]:
                 _tree_group(Q, q, lb, P, root, tree, is_cat, ranges, nv, members, moff, sq[q], mode, a, lim, n1,
-                            n2, bkey, bcid, stack, bstack)
+                            n2, bkey, bcid, stack, bstack, work)
         return
     _scan_points(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv, members, moff, mode, a, lim,
-                 n1, n2, bkey, bcid)
+                 n1, n2, bkey, bcid, work)
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _scan_points(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges, nv, members, moff, mode, a, lim,
-                 n1, n2, bkey, bcid):
+                 n1, n2, bkey, bcid, work):
     """``_scan_group`` for a group with no tree: its points, sorted by ``scan``, from the query's value outwards."""
     for i in range(qsel.shape[0]):
         q = qsel[i]
@@ -204,6 +206,7 @@ def _scan_points(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges
         if scan < 0 or np.isnan(x) or np.isnan(scanvals[start]):
             for p in range(start, stop):
                 d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                work[0] += 1
                 if d > a[q] and d >= lim[q]:
                     continue
                 _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
@@ -243,6 +246,7 @@ def _scan_points(Q, qsel, sq, lb, P, start, stop, scan, scanvals, is_cat, ranges
                     left = start - 1
                 continue
             d = _distance(Q, q, P, p, is_cat, ranges, nv)
+            work[0] += 1
             if d > a[q] and d >= lim[q]:  # changes nothing (both folds); skipped without a call
                 continue
             _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
@@ -316,7 +320,7 @@ def _outer_summaries(P, ns, ne):
 
 @njit(cache=_CACHE)
 def _within_outer(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree,
-                  outer, cap):
+                  outer, cap, work):
     """Counts within each query's radius through the tree over all the groups: a node wholly
     beyond the radius is skipped, one wholly inside it counted at once; a node of one group goes
     through that group's tree, or box by box, with the group's H; a small node of several groups
@@ -327,12 +331,12 @@ def _within_outer(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le,
     tstack = np.empty(TREE_STACK, dtype=np.int64)
     bstack = np.empty(TREE_STACK)
     _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree, outer,
-                 stack, tstack, bstack, cap)
+                 stack, tstack, bstack, cap, work)
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, lt, bkey, bcid, boxes, tree, outer,
-                 stack, tstack, bstack, cap):
+                 stack, tstack, bstack, cap, work):
     """``_within_outer`` with its stacks given."""
     ns, ne, ga, gb, left, nm = outer[0], outer[1], outer[2], outer[3], outer[4], outer[5]
     gstart = outer[9]
@@ -364,13 +368,14 @@ def _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, 
                 lb = h / nv
                 if groot[g] >= 0:
                     _tree_group(Q, q, lb, P, groot[g], tree, is_cat, ranges, nv, members, moff, sq[q], WITHIN,
-                                radius, radius, le, lt, bkey, bcid, tstack, bstack)
+                                radius, radius, le, lt, bkey, bcid, tstack, bstack, work)
                 else:
                     _count_boxes(Q, q, lb, P, gstart[g], ne[k], boxes, is_cat, ranges, nv, members, moff, sq[q],
-                                 radius, le, lt, bkey, bcid)
+                                 radius, le, lt, bkey, bcid, work)
                 continue
             for p in range(ns[k], ne[k]):
                 d = _distance(Q, q, P, p, is_cat, ranges, nv)
+                work[0] += 1
                 _count(q, p, d, members, moff, sq[q], radius, le, lt, bkey, bcid)
 
 
