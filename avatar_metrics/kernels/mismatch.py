@@ -50,7 +50,7 @@ from .keyed import JIT_CACHE as _CACHE
 from .keyed import mix
 from .terms import NO_REFCOUNT, WITHIN, _fold
 
-TABLE_BYTES = 512 * 2**20  # the tables one index may hold: the levels kept are those that fit
+TABLE_BYTES = 640 * 2**20  # the tables one index may hold: the levels kept are those that fit
 MAX_LEVELS = 8  # and at most this many mismatches deep (beyond, the tables outnumber the points)
 
 
