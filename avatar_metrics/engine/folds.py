@@ -138,20 +138,18 @@ def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, sal
                 keep = np.ones(len(pdf), dtype=bool)
             else:
                 keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf)) & (pdf[HOME].to_numpy() != b)
-            if keep.all():
+            if keep.any():  # (the index only for a block some query searches)
                 index = _index_of(block, space)
                 before = index.work.copy()
-                fold.step(index, Q, qids, salt, pdf)
-                add_work(pdf, index, before)
-            elif keep.any():
-                # only what the fold reads and writes, not the variables
-                read = [*fold.carry, *(c for c, _ in fold.first_state if c in pdf.columns)]
-                sub = pdf.loc[keep, [*fold.columns, *read]].reset_index(drop=True)
-                index = _index_of(block, space)
-                before = index.work.copy()
-                fold.step(index, Q[keep], qids[keep], salt, sub)
-                for c in fold.columns:
-                    pdf.loc[keep, c] = sub[c].to_numpy()
+                if keep.all():
+                    fold.step(index, Q, qids, salt, pdf)
+                else:
+                    # only what the fold reads and writes, not the variables
+                    read = [*fold.carry, *(c for c, _ in fold.first_state if c in pdf.columns)]
+                    sub = pdf.loc[keep, [*fold.columns, *read]].reset_index(drop=True)
+                    fold.step(index, Q[keep], qids[keep], salt, sub)
+                    for c in fold.columns:
+                        pdf.loc[keep, c] = sub[c].to_numpy()
                 add_work(pdf, index, before)
             pdf[VISITS] = pdf[VISITS].to_numpy() + keep
             yield pdf

@@ -129,43 +129,6 @@ def _sum_at(Q, QC, q, cols, ranges, nv, p):
     return s
 
 
-@njit(cache=_CACHE, inline="always")
-def _fold_few(Q, QC, q, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, p0, near, k, dist):
-    """Fold the points ``p0 + near[:k]`` of a tile into query q: their sums a variable at a time
-    (gathered), in V's order as ``_flat_tiles``' own."""
-    NT, CT, kind, slot, nulls = cols
-    for j in range(k):
-        dist[j] = 0.0
-    for v in range(nv):
-        kv = kind[v]
-        if kv == CAT:
-            code = QC[q, slot[v]]
-            row = CT[slot[v]]
-            for j in range(k):
-                dist[j] += 0.0 if row[p0 + near[j]] == code else 1.0
-            continue
-        x = Q[q, v]
-        rown = NT[slot[v]]
-        if x != x:
-            for j in range(k):
-                y = rown[p0 + near[j]]
-                dist[j] += 0.0 if y != y else 1.0
-        elif kv == NUM:
-            r = ranges[v]
-            for j in range(k):
-                y = rown[p0 + near[j]]
-                dist[j] += 1.0 if y != y else abs(x - y) / r
-        elif nulls[v]:
-            for j in range(k):
-                y = rown[p0 + near[j]]
-                dist[j] += 1.0 if y != y else 0.0
-    for j in range(k):
-        d = dist[j] / nv
-        if d > a[q] and d >= lim[q]:
-            continue
-        _fold(mode, q, p0 + near[j], d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
-
-
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip,
                 work, dist, miss, near):
@@ -210,8 +173,12 @@ def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, 
                         continue
                     if k * FLAT_FEW < m:
                         work[0] += k
-                        _fold_few(Q, QC, q, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid,
-                                  p0, near, k, dist)
+                        for j in range(k):
+                            p = p0 + near[j]
+                            d = _sum_at(Q, QC, q, cols, ranges, nv, p) / nv
+                            if d > a[q] and d >= lim[q]:
+                                continue
+                            _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
                         continue
                 work[0] += m
                 for t in range(m):

@@ -47,18 +47,11 @@ from numba import njit
 
 from .flat import Columns, _reach, _sum_at
 from .keyed import JIT_CACHE as _CACHE
-from .keyed import mix
+from .profiles import _code_hashes  # a hash of (variable, code) per row and categorical variable
 from .terms import NO_REFCOUNT, WITHIN, _fold
 
 TABLE_BYTES = 640 * 2**20  # the tables one index may hold: the levels kept are those that fit
 MAX_LEVELS = 8  # and at most this many mismatches deep (beyond, the tables outnumber the points)
-
-
-def _terms(codes: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of (variable, code) per row and categorical variable (codes: rows x C)."""
-    pos = np.arange(codes.shape[1], dtype=np.uint64) + np.uint64(1)
-    low = codes.astype(np.int64) & np.int64(0xFFFFFFFF)
-    return mix((pos << np.uint64(32)) ^ low.astype(np.uint64))
 
 
 class MismatchTables:
@@ -88,7 +81,7 @@ class MismatchTables:
         np.cumsum(np.bincount(ginv, minlength=G), out=self.goff[1:])
         # a group's codes side by side (G x C: one cache line for the checks of a group)
         self.gcodes = np.ascontiguousarray(CT[:, self.gpts[self.goff[:-1]]].T) if C else np.zeros((G, 0), np.int32)
-        self.gterm = np.ascontiguousarray(_terms(self.gcodes).T) if C else np.zeros((0, G), np.uint64)  # C x G
+        self.gterm = np.ascontiguousarray(_code_hashes(self.gcodes).T) if C else np.zeros((0, G), np.uint64)  # C x G
         self.gbits = max(1, int(G - 1).bit_length())  # an entry's bits for its group (the rest: fingerprint)
         self.gfull = self.gterm.sum(axis=0, dtype=np.uint64) if C else np.zeros(G, np.uint64)
         self.bits = max(1, int(np.log2(max(G, 2))))  # about two groups a bucket
@@ -174,7 +167,7 @@ def walk(tables: MismatchTables, Q, QC, qs, sq, cols, ranges, nv, members, moff,
     if tables.levels < 0 or qs.size == 0:
         return qs
     start, wild, boff, gids = tables.tables()
-    qterm = np.ascontiguousarray(_terms(QC[qs]))  # rows in the order of ``qs``
+    qterm = np.ascontiguousarray(_code_hashes(QC[qs]))  # rows in the order of ``qs``
     qfull = qterm.sum(axis=1, dtype=np.uint64)
     rest = np.zeros(qs.size, dtype=np.bool_)
     _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, tables.bits, tables.gbits, tables.gcodes, tables.gpts,
