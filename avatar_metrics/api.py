@@ -116,8 +116,10 @@ def evaluate(
                 with timer.step(metric.key):
                     result = metric.compute(inputs, cfg)
             # spec: every metric, asked for or not, carries ci95 (from a sample) and sampled (its number of
-            # queries), or null; those that ask about holdout records sampled_holdout too
-            for key in ("ci95", "sampled") + (("sampled_holdout",) if metric.holdout_queries else ()):
+            # queries), or null; those that ask about holdout records or avatars sampled_holdout or
+            # sampled_avatars too
+            for key in ("ci95", "sampled") + (("sampled_holdout",) if metric.holdout_queries else ()) + (
+                    ("sampled_avatars",) if metric.avatar_queries else ()):
                 result.details.setdefault(key, None)
             metrics[metric.key] = result
         records = None
@@ -146,6 +148,7 @@ def evaluate(
             "avatars_aligned": inputs.aligned,
             "query_sample": inputs.n_sampled,
             "query_sample_holdout": inputs.n_holdout_sampled,
+            "query_sample_avatars": inputs.n_avatars_sampled,
         },
         seed=cfg.seed,
         versions=versions(spark),

@@ -63,7 +63,8 @@ def _summary(report: dict) -> list[str]:
 
 def _queries(inp: dict) -> str:
     """Which records the searches asked about: every one (exact), or the sides sampled."""
-    sides = {"sampled": inp.get("query_sample"), "sampled_holdout": inp.get("query_sample_holdout")}
+    sides = {"sampled": inp.get("query_sample"), "sampled_holdout": inp.get("query_sample_holdout"),
+             "sampled_avatars": inp.get("query_sample_avatars")}
     said = sampled_sides(sides, inp)
     return f"{said} (query_sample), against every candidate" if said else "every record (exact)"
 

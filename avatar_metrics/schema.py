@@ -98,22 +98,35 @@ class Inputs:
     # control of Attribute Inference): the keyed sample "sample_holdout", or None: every one
     holdout_mark: Column | None = None
     n_holdout_sampled: int | None = None
+    # the avatars asked about by the searches that take them as queries (DCR Share): the keyed
+    # sample "sample_avatars", or None: every one (``engine.split.draw_avatar_sample``)
+    avatars_mark: Column | None = None
+    n_avatars_sampled: int | None = None
     secrets: tuple[str, ...] = ()  # the Attribute Inference secrets (secret_variables, or every variable not known)
 
-    def queries(self) -> DataFrame:
-        """The originals the searches ask about: the sample, or every original. A filter,
-        not one more cache: a search's plan refers to its queries many times."""
-        return self.originals if self.sample_mark is None else self.originals.filter(self.sample_mark)
+    def queries_of(self, side: str) -> tuple[DataFrame, int]:
+        """The records of one side (``"originals"``, ``"holdout"`` or ``"avatars"``) that the
+        searches asking about that side take as queries, and how many: the side's keyed sample,
+        or every record of it. A filter, not one more cache: a search's plan refers to its
+        queries many times. The search itself takes any side's queries alike."""
+        table, n, mark, sampled = {
+            "originals": (self.originals, self.n_originals, self.sample_mark, self.n_sampled),
+            "holdout": (self.holdout, self.n_holdout, self.holdout_mark, self.n_holdout_sampled),
+            "avatars": (self.avatars, self.n_avatars, self.avatars_mark, self.n_avatars_sampled),
+        }[side]
+        if table is None:
+            raise ValueError(f"no {side}")
+        return (table, n) if mark is None else (table.filter(mark), sampled)
+
+    def queries(self) -> DataFrame:  # the originals asked about
+        return self.queries_of("originals")[0]
 
     @property
     def n_queries(self) -> int:
         return self.n_originals if self.n_sampled is None else self.n_sampled
 
-    def holdout_queries(self) -> DataFrame:
-        """The holdout records asked about (as queries, never as candidates): the sample, or all."""
-        if self.holdout is None:
-            raise ValueError("no holdout")
-        return self.holdout if self.holdout_mark is None else self.holdout.filter(self.holdout_mark)
+    def holdout_queries(self) -> DataFrame:  # the holdout records asked about (never as candidates)
+        return self.queries_of("holdout")[0]
 
     @property
     def n_holdout_queries(self) -> int | None:

@@ -9,6 +9,8 @@ metric's unit, and its number of queries. The intervals:
 - A median of ``m`` values: the order statistics of 1-based ranks
   ``floor(m/2 - z*sqrt(m)/2)`` and ``ceil(1 + m/2 + z*sqrt(m)/2)``, clipped to
   ``[1, m]``.
+- A share with a weighted count (DCR Share, ties weighted by ``e``): Wilson's
+  interval with the weighted count in place of ``k``, mapped through the metric.
 - An AUC over ``n_pos`` positives and ``n_neg`` negatives: ``AUC +- z*SE`` with
   Hanley and McNeil's (1982) standard error, clipped to ``[0, 1]``.
 - An attribute-inference risk ``(p_O - p_H) / (1 - p_H)``: the widest risk over
@@ -94,6 +96,12 @@ def rate_interval(k: int, n: int, z: float = Z95) -> list[float]:
     """The interval of ``100 * (1 - k/n)``: Wilson's of ``k/n``, mapped (lower end first)."""
     lo, hi = wilson(k, n, z)
     return [100.0 * (1.0 - hi), 100.0 * (1.0 - lo)]
+
+
+def share_interval(k, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson interval of a share ``k / n`` whose count ``k`` is weighted (DCR Share: ties
+    count ``e``), ``k`` taken as a real number in [0, n]."""
+    return wilson(float(k), n, z)
 
 
 def rate_estimate(k: int, n: int) -> Estimate:

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "conf" / "example.yaml"
 METRICS = ["linkability_protection_rate", "closest_rate", "knowledge_protection_rate", "column_direct_match_protection",
            "hidden_rate", "local_cloaking", "row_direct_match_protection", "membership_inference_protection",
-           "attribute_inference_protection"]
+           "attribute_inference_protection", "dcr_share_protection"]
 
 
 def env():

@@ -23,6 +23,7 @@ def test_defaults_follow_the_interface():
         "row_direct_match_protection": 90,
         "membership_inference_protection": 90,
         "attribute_inference_protection": 90,
+        "dcr_share_protection": 90,
     }
     assert cfg.avatars_aligned is True and cfg.secret_variables is None
     assert cfg.spark_master == "local[*]" and cfg.output == "out/"

@@ -5,7 +5,7 @@ Each record gets the keyed hash of (seed, name, id, 0), the same hash family
 as the tie-breaks; the chosen records are the k with the smallest (key, id):
 the working half (name "holdout-split", k = ceil(n/2), the rest is the
 holdout), or the sample (name "sample", k = N; the holdout records asked
-about: "sample_holdout"). It depends on the seed and
+about: "sample_holdout"; the avatars asked about: "sample_avatars"). It depends on the seed and
 the record ids only, never on partitioning.
 """
 
@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..io import ID
-from ..kernels.keyed import SAMPLE, SAMPLE_HOLDOUT, SPLIT, record_keys
+from ..kernels.keyed import SAMPLE, SAMPLE_AVATARS, SAMPLE_HOLDOUT, SPLIT, record_keys
 from ..schema import Inputs
 from .aggregate import kth_smallest_pairs
 from .carried import carry
@@ -94,6 +94,19 @@ def draw_sample(inputs: Inputs, size: int | None, seed: int) -> None:
         log.info("query_sample: %d of %d holdout records are the queries of the searches that ask about them "
                  "(Membership, Attribute Inference); every holdout record stays a candidate elsewhere",
                  size, inputs.n_holdout)
+
+
+def draw_avatar_sample(inputs: Inputs, size: int | None, seed: int) -> None:
+    """The avatars asked about by the searches that take them as queries (DCR Share): the
+    ``min(size, m)`` avatars of smallest keyed hash of (seed, "sample_avatars", id). Drawn by the
+    metric that needs it, once (a run without that metric draws nothing); ``size`` None, or at
+    least the avatars: every avatar."""
+    if size is None or size >= inputs.n_avatars or inputs.avatars_mark is not None:
+        return
+    inputs.avatars_mark, inputs.n_avatars_sampled = _keyed_sample(inputs.avatars, size, seed, SAMPLE_AVATARS,
+                                                                  "avatars")
+    log.info("query_sample: %d of %d avatars are the queries of the searches that ask about them (DCR Share), "
+             "against every original and holdout record", size, inputs.n_avatars)
 
 
 def _keyed_sample(df: DataFrame, size: int, seed: int, name: str, what: str):

@@ -40,6 +40,7 @@ _M2 = np.uint64(MIX2)
 SPLIT = "holdout-split"  # the search name of the half split's keys
 SAMPLE = "sample"  # the query sample's originals (spec: "Sampled queries")
 SAMPLE_HOLDOUT = "sample_holdout"  # the query sample's holdout records
+SAMPLE_AVATARS = "sample_avatars"  # the query sample's avatars (DCR Share)
 LINKABILITY_SALT = "linkability-split"  # the Linkability halves' shuffle
 
 

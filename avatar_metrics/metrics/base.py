@@ -33,6 +33,7 @@ class Metric:
     needs: frozenset = frozenset()  # of "known", "alignment", "holdout" (documentation and the page)
     records: tuple[str, ...] = ()  # the columns it adds to records/ (one row per original)
     holdout_queries: bool = False  # some of its searches ask about holdout records (details: sampled_holdout)
+    avatar_queries: bool = False  # its searches ask about avatars (details: sampled_avatars)
     # per-original columns finished once every metric's are joined (keys for ids, defaults)
     finish_records: Callable[["DataFrame", "Inputs"], "DataFrame"] | None = None
     figures: Callable[[dict], list[str]] = field(default=lambda m: [])  # HTML <figure>s for the page

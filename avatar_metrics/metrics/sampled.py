@@ -16,6 +16,8 @@ def sampled_sides(details: dict, inputs: dict) -> str:
         sides.append(f"{details['sampled']:,} of {inputs['originals_rows']:,} originals")
     if details.get("sampled_holdout") is not None:
         sides.append(f"{details['sampled_holdout']:,} of {inputs['holdout_rows']:,} holdout records")
+    if details.get("sampled_avatars") is not None:
+        sides.append(f"{details['sampled_avatars']:,} of {inputs['avatars_rows']:,} avatars")
     return "sampled, " + " and ".join(sides) if sides else ""
 
 
