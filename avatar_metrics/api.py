@@ -73,7 +73,7 @@ def evaluate(
     config: Config | Mapping[str, Any] | None = None,
     only: Iterable[str] | None = None,
 ) -> Report:
-    """Compute every metric of the registry; see ``shared/spec/METRICS.md``.
+    """Compute every metric of the registry, as defined in the project's ``docs/metrics.md``.
 
     ``config`` is a ``Config`` or a mapping of the configuration keys (the
     input paths and ``output`` are not needed here). With ``records`` on (the

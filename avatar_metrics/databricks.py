@@ -14,14 +14,24 @@ reach nested values), so a job can run without any file::
       fail_on_target: "true"
 
 The job's session is used as it is (never stopped). Exit codes as the CLI's.
+
+Task values: where ``dbutils`` is importable (a Databricks job), a run that computed
+its report (exit 0 or 3) also sets each computed metric's value as a task value named by
+its key, and ``targets_missed`` (the keys, a list), so that a later task of the job can
+branch on them (``dbutils.jobs.taskValues.get(taskKey=..., key="closest_rate")``).
+Outside Databricks, or if setting them fails, nothing is set and the exit code is kept.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 
-from .cli import EXIT_BAD_INPUT, main
+from .cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_TARGET_MISSED, main
 from .errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 FLAGS = ("fail_on_target", "debug")
 
@@ -52,10 +62,40 @@ def translate(argv: list[str]) -> list[str]:
     return out
 
 
+def set_task_values(argv: list[str], code: int, dbutils=None) -> dict | None:
+    """The headline figures of the report the run ``argv`` wrote, as the job's task values
+    (``dbutils``: Databricks' own, imported when not given); what was set, or None when there
+    was no report or no ``dbutils``. Never raises: a task value is a convenience."""
+    if code not in (EXIT_OK, EXIT_TARGET_MISSED):
+        return None
+    try:
+        if dbutils is None:
+            try:
+                from databricks.sdk.runtime import dbutils  # type: ignore[import-not-found]
+            except ImportError:
+                return None
+        from .configure import load_config
+        from .outputs import destination
+
+        config = argv[argv.index("--config") + 1] if "--config" in argv else None
+        sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+        report = json.loads((destination(load_config(config, sets).output, "output") / "report.json").read_text())
+        values = {k: m["value"] for k, m in report["metrics"].items() if m["computed"]}
+        values["targets_missed"] = [k for k, m in report["metrics"].items() if m["passed"] is False]
+        for key, value in values.items():
+            dbutils.jobs.taskValues.set(key=key, value=value)
+        return values
+    except Exception as exc:  # noqa: BLE001
+        log.warning("task values not set: %s", type(exc).__name__)
+        return None
+
+
 def entry() -> None:
     try:
         argv = translate(sys.argv[1:])
     except ConfigError as exc:
         print(f"avatar-metrics: error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    sys.exit(main(argv))
+    code = main(argv)
+    set_task_values(argv, code)
+    sys.exit(code)

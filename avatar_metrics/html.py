@@ -55,6 +55,8 @@ def _summary(report: dict) -> list[str]:
                        f'({sampled_sides(r["details"], report["inputs"])})'
                        + ('; it takes the two thresholds, tau_d and tau_r, as fixed.'
                           if r["details"].get("ci95_thresholds") == "fixed" else ".") + "</p>")
+        if r["computed"]:  # each plot in its metric's card, under the sentence it illustrates
+            out += metric.figures(r)
         if r["passed"] is False:
             out.append(f'<p class="advice">Below the target of {r["target"]:g}. {esc(metric.advice)}</p>')
         out.append("</div>")
@@ -100,11 +102,6 @@ def render(report: dict) -> str:
            f"<title>avatar-metrics report</title><style>{CSS}</style></head><body>",
            "<h1>Privacy of the avatars: avatar-metrics report</h1>"]
     out += _summary(report)
-    out.append('<h2 id="plots">Plots</h2>')
-    for metric in declared.REGISTRY:
-        r = report["metrics"][metric.key]
-        if r["computed"]:
-            out += metric.figures(r)
     out += _facts(report)
     # every < as \u003c (and > and & alike): no text in the data (a column named "<!--<script>") can close
     # the element or open a comment in it; JSON.parse reads the same string back

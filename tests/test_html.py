@@ -13,7 +13,7 @@ from avatar_metrics.plots import fmt as _fmt
 
 PLOTS = ["plot-distance", "plot-ratio", "plot-distance-ratio", "plot-cdmp", "plot-linkability", "plot-knowledge",
          "plot-hidden-rate", "plot-local-cloaking", "plot-row-direct-match", "plot-membership-roc",
-         "plot-attribute-inference"]
+         "plot-attribute-inference", "plot-dcr-share"]
 
 
 class Page(HTMLParser):
@@ -102,6 +102,10 @@ def test_every_plot_is_there_and_agrees(example_report, page):
     bars = {(r["data-name"], r["data-series"]): float(r["data-value"]) for r in p.rects["plot-attribute-inference"]}
     assert bars == {**{(s, "originals"): 100 * v["p_o"] for s, v in secrets.items()},
                     **{(s, "holdout"): 100 * v["p_h"] for s, v in secrets.items()}}
+    dcr = example_report["metrics"]["dcr_share_protection"]["details"]
+    for series in ("to originals", "to holdout"):
+        assert counts("plot-dcr-share", series) == dcr["histograms"][series]
+        assert sum(dcr["histograms"][series]) == dcr["avatars"] == example_report["inputs"]["avatars_rows"]
 
 
 def cards(text: str) -> dict[str, str]:
@@ -126,6 +130,26 @@ def test_run_facts_and_advice(example_report, page):
         assert ('class="advice"' in by_card[m.key]) == (m.key in missed), m.key
     seed = re.search(r"<tr><th>seed</th><td>([^<]*)</td></tr>", text)
     assert seed and seed.group(1) == str(example_report["seed"])
+
+
+def test_each_plot_sits_in_its_metric_card(example_report, page):
+    """A plot is read beside the sentence it illustrates: each metric's figures are inside its own
+    card, after its reading, and the run facts come after every card."""
+    from avatar_metrics import metrics
+
+    text, _ = page
+    by_card = cards(text)
+    placed = 0
+    for m in metrics.REGISTRY:
+        r = example_report["metrics"][m.key]
+        for fig in (m.figures(r) if r["computed"] else []):
+            svg_id = re.search(r'<svg[^>]* id="([^"]+)"', fig).group(1)
+            card = by_card[m.key]
+            assert f'id="{svg_id}"' in card, (m.key, svg_id)
+            assert card.index(f'id="{svg_id}"') > card.index("<p>"), (m.key, svg_id)
+            placed += 1
+    assert placed >= len(PLOTS) and "id=\"plots\"" not in text
+    assert text.index('id="facts"') > max(text.index(f'id="card-{m.key}"') for m in metrics.REGISTRY)
 
 
 def test_the_embedded_report_survives_any_column_name(example_report):

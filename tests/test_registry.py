@@ -38,3 +38,17 @@ def test_a_new_declaration_reaches_every_output(spark, monkeypatch):
     assert 'id="plot-toy"' in page
     assert rep.records.select("toy_column").distinct().collect()[0][0] == 7
     rep.records.unpersist()
+
+
+def test_every_metric_is_defined_for_users():
+    """docs/metrics.md, the users' definitions, has a section per declared metric and names its
+    default target: a metric added to the registry without its definition fails here."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    headings = [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
+    targets = text[text.index("## Targets"):]
+    for m in metrics.REGISTRY:
+        assert any(h.startswith(m.title) for h in headings), m.title
+        short = m.title.replace(" Protection Rate", "").replace(" Protection", "")
+        assert f"{short} {m.target:g}" in " ".join(targets.split()), (m.title, m.target)

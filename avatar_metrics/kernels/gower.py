@@ -11,7 +11,7 @@ of V: numeric values as they are, categorical values as integer codes (exact
 in float64), null as NaN. ``is_cat`` says which columns are categorical and
 ``ranges`` holds ``max_v - min_v`` of the numeric ones.
 
-Distances follow ``shared/spec/METRICS.md`` to the bit: each term is
+Distances follow ``docs/metrics.md`` to the bit: each term is
 ``|x - y| / range`` (or 0/1), the terms are summed in float64 in the order of
 V, starting from the first, and the sum is divided by |V|.
 
