@@ -103,7 +103,8 @@ def bench_shape(name: str, n: int, queries: int, plain_sample: int, columns=None
         times = {}
         for how in ("auto", "index"):
             if how == "index":  # the ways the race gave the queries (the bands of a count may differ)
-                ways = " and ".join(w for w in ("index", "flat") if w in index.choices)
+                ways = " and ".join({"mismatch": "walk"}.get(w, w) for w in ("index", "flat", "mismatch")
+                                    if w in index.choices)
             t0 = time.perf_counter()
             if what == "nearest":
                 got = index.search(Q[qs], qids[qs], salt, how=how)
@@ -137,13 +138,13 @@ def main() -> None:
     IX.plain_search(Q, np.arange(300), C, np.arange(300), space, 1)
     IX.plain_within(Q, np.arange(300), C, np.arange(300), space, 1, np.full(300, 0.1))
     print(f"one block: n = {a.n:,} queries x {a.n:,} candidates; seconds (index and plain scaled to n queries)")
-    head = (f"{'shape':<14}{'search':<9}{'vars':>5}{'points':>8}{'groups':>8}{'MiB':>7}{'plain':>9}{'build':>8}"
+    head = (f"{'shape':<18}{'search':<9}{'vars':>5}{'points':>8}{'groups':>8}{'MiB':>7}{'plain':>9}{'build':>8}"
             f"{'index+race':>11}{'traversal':>10}{'ratio':>7}{'speed-up':>9}  way")
     print(head)
     for name in a.shape or SHAPES:
         for r in bench_shape(name, a.n, a.queries, a.plain_sample, columns):
             total = r["build"] + r["auto"]
-            print(f"{r['shape']:<14}{r['search']:<9}{r['vars']:>5}{r['points']:>8,}{r['groups']:>8,}{r['mb']:>7.0f}"
+            print(f"{r['shape']:<18}{r['search']:<9}{r['vars']:>5}{r['points']:>8,}{r['groups']:>8,}{r['mb']:>7.0f}"
                   f"{r['plain']:>9.2f}"
                   f"{r['build']:>8.2f}{r['auto']:>11.2f}{r['index']:>10.2f}{total / r['plain']:>7.2f}"
                   f"{r['plain'] / total:>8.1f}x  {r['choice']}", flush=True)
