@@ -19,7 +19,7 @@ from .config import Config
 from .configure import as_config
 from . import metrics as declared
 from .errors import ConfigError
-from .io import ID, KEY, input_files
+from .io import ID, KEY, input_files, persist
 from .engine.split import draw_sample
 from .report import MetricResult, Report
 from .schema import Inputs, prepare_inputs, release
@@ -196,6 +196,6 @@ def per_original_records(inputs: Inputs, metrics: dict[str, MetricResult]) -> Da
             base = base.join(result.records, ID, "left")
             if metric.finish_records is not None:
                 base = metric.finish_records(base, inputs)
-    out = base.orderBy(ID).drop(ID).cache()
+    out = persist(base.orderBy(ID).drop(ID))
     out.count()
     return out

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 
 from .engine.split import working_ids
 from .errors import InputError
-from .io import ID, RESERVED_PREFIX, check_input_order, with_position
+from .io import ID, RESERVED_PREFIX, check_input_order, persist, with_position
 from .schema import key_id, key_missing
 
 # Below this many records a holdout half is too small to be a useful reference
@@ -36,7 +36,7 @@ def split_holdout(df: DataFrame, seed: int = 0, row_key: str | None = None) -> t
     else:
         check_input_order(df, "originals")
         tagged = with_position(df)
-    tagged = tagged.cache()
+    tagged = persist(tagged)
     n = tagged.count()
     if n == 0:
         tagged.unpersist()

@@ -352,6 +352,60 @@ def with_position(df: DataFrame, col: str = ID) -> DataFrame:
 
 COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
+# Spark's error classes for a session that refuses a setting, a cache or a checkpoint (open-source
+# Spark for its static and core settings; Databricks serverless and shared clusters for most)
+REFUSALS = ("CANNOT_MODIFY_CONFIG", "CANNOT_MODIFY_STATIC_CONFIG", "CONFIG_NOT_AVAILABLE",
+            "NOT_SUPPORTED_WITH_SERVERLESS", "NOT_SUPPORTED_WITH_SHARED_CLUSTER")
+_REFUSED: set[str] = set()  # what this process was refused, logged once each
+
+
+def _refusal(exc: Exception, what: str) -> bool:
+    """Whether ``exc`` is the session refusing ``what`` (then logged, once per process)."""
+    cls = error_class(exc) or ""
+    if not (cls in REFUSALS or cls.startswith("NOT_SUPPORTED")):
+        return False
+    if what not in _REFUSED:
+        _REFUSED.add(what)
+        log.warning("this Spark session refuses %s (%s): carrying on without it", what, cls)
+    return True
+
+
+def set_conf(spark: SparkSession, key: str, value: str | None) -> bool:
+    """Every Spark setting the package makes at run time goes through here: ``key`` set to
+    ``value`` (None: unset), True when the session took it; a session that refuses it
+    (a managed platform, a static setting) is logged once and the run carries on."""
+    try:
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+        return True
+    except Exception as exc:
+        if _refusal(exc, f"the setting {key}"):
+            return False
+        raise
+
+
+def persist(df: DataFrame) -> DataFrame:
+    """``df.cache()``; where the session refuses caching, ``df`` itself: read again, it is
+    computed again, to the same result (every step is deterministic), at more cost."""
+    try:
+        return df.cache()
+    except Exception as exc:
+        if _refusal(exc, "cache()"):
+            return df
+        raise
+
+
+def checkpoint(df: DataFrame) -> DataFrame:
+    """``df.localCheckpoint(eager=True)``, or ``persist(df)`` where the session refuses it."""
+    try:
+        return df.localCheckpoint(eager=True)
+    except Exception as exc:
+        if _refusal(exc, "localCheckpoint()"):
+            return persist(df)
+        raise
+
 
 def cache_plain(df: DataFrame) -> DataFrame:
     """``df.cache()`` without Spark's columnar compression, for a table read several times.
@@ -363,16 +417,16 @@ def cache_plain(df: DataFrame) -> DataFrame:
     called, so it is switched off for that call and put back as it was; a
     session that refuses the change (a managed platform) caches as it would.
     """
-    conf = df.sparkSession.conf
+    spark = df.sparkSession
     try:
-        before = conf.get(COMPRESSED, None)
-        conf.set(COMPRESSED, "false")
-    except Exception:  # noqa: BLE001 - a locked configuration: the default cache
-        return df.cache()
+        before = spark.conf.get(COMPRESSED, None)
+    except Exception as exc:
+        if not _refusal(exc, f"the setting {COMPRESSED}"):
+            raise
+        return persist(df)
+    if not set_conf(spark, COMPRESSED, "false"):
+        return persist(df)
     try:
-        return df.cache()
+        return persist(df)
     finally:
-        if before is None:
-            conf.unset(COMPRESSED)
-        else:
-            conf.set(COMPRESSED, before)
+        set_conf(spark, COMPRESSED, before)

@@ -23,7 +23,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..io import ID, col
+from ..io import ID, checkpoint, col, persist
 from ..kernels.gower import Space
 from ..kernels.terms import Summary, summarize
 from ..schema import Variable
@@ -155,7 +155,7 @@ def _materialize(df: DataFrame, remote: bool, work: list | None = None) -> tuple
     128 MiB by default). The checkpoint is referred to by an id instead; the
     price is that a lost executor's part of it cannot be recomputed.
     """
-    df = df.localCheckpoint(eager=True) if remote else df.cache()
+    df = checkpoint(df) if remote else persist(df)
     visits = F.sum(VISITS) if VISITS in df.columns else F.lit(0)
     sums = [F.sum(c) if work is not None and c in df.columns else F.lit(0) for c in WORK]
     row = df.agg(F.count(F.lit(1)), visits, *sums).first()

@@ -69,7 +69,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import SearchSettings
-from ..io import ID
+from ..io import ID, persist
 from ..kernels.gower import Space, search_salt
 from ..schema import Variable
 
@@ -311,7 +311,7 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     what to unpersist."""
     levels = _level_counts(c, run.variables)
     order = _locality_order(c, run.variables, levels)
-    c = run.strategy.by_locality(c, run.variables, n_blocks, order=order).cache()
+    c = persist(run.strategy.by_locality(c, run.variables, n_blocks, order=order))
     try:
         # (the home job picks, among a query's blocks of least bound, the one whose range holds it)
         need = run.strategy.need(c, run.variables, n_blocks, order=order, levels=levels)

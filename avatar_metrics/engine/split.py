@@ -18,7 +18,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..io import ID
+from ..io import ID, persist
 from ..kernels.keyed import SAMPLE, SAMPLE_AVATARS, SAMPLE_HOLDOUT, SPLIT, record_keys
 from ..schema import Inputs
 from .aggregate import kth_smallest_pairs
@@ -40,13 +40,13 @@ def split_keys(ids: DataFrame, seed: int, name: str = SPLIT) -> DataFrame:
 
 def smallest_ids(df: DataFrame, k: int, seed: int, name: str) -> DataFrame:
     """The ids of the ``k`` records of ``df`` (1 <= k) with the smallest (key, id); cached."""
-    keyed = split_keys(df, seed, name).cache()
+    keyed = persist(split_keys(df, seed, name))
     k_last, id_last = kth_smallest_pairs(keyed, "key", ID, k - 1)
     key = F.col("key")
     # the last id may be a row key's value: carried as data (engine.carried), not in the plan
     with_last, last = carry(keyed, {"key": k_last, "id": id_last})
     chosen = (key < last["key"]) | ((key == last["key"]) & (F.col(ID) <= last["id"]))
-    out = with_last.filter(chosen).select(ID).cache()
+    out = persist(with_last.filter(chosen).select(ID))
     out.count()
     keyed.unpersist()
     return out

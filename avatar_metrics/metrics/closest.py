@@ -21,7 +21,7 @@ from ..engine.aggregate import histograms_of, percentiles_of
 from ..engine.carried import carry
 from ..engine.search import nearest
 from ..engine.split import working_ids
-from ..io import ID
+from ..io import ID, persist
 from ..plots import figure, heatmap_svg, histogram_svg
 from .base import MetricResult
 from ..schema import Inputs, TableStats, ranges_of, table_stats
@@ -153,7 +153,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                 continue
             results.append(nearest(ref.wo, candidates, variables, ranges, name=name, search=cfg.search,
                                    n_candidates=count, n_queries=ref.n_queries))
-        rec = per_record(*results).cache()
+        rec = persist(per_record(*results))
         q = cfg.quantile
         # the 100th percentiles are the largest distances, for the histograms' range
         p = percentiles_of(rec, {"d_ho": [q, 50, 100], "r_ho": [q, 50], "d_wa": [50, 100], "r_wa": [50]})
@@ -186,14 +186,14 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= tau["d"]) & (F.col("r_wa") <= tau["r"])
         at_risk = rec_tau.filter(risky).count()
         if cfg.records:
-            records = rec_tau.select(
+            records = persist(rec_tau.select(
                 ID,
                 F.col("d_wa").alias("closest_d_wa"),
                 F.col("r_wa").alias("closest_r_wa"),
                 F.col("d_ho").alias("closest_d_ho"),
                 F.col("r_ho").alias("closest_r_ho"),
                 F.coalesce(risky, F.lit(False)).alias("closest_at_risk"),
-            ).cache()
+            ))
             records.count()
     finally:
         for df in [rec, *results]:

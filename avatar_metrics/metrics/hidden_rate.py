@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..io import ID
+from ..io import ID, persist
 from ..plots import bars_svg, figure
 from .base import MetricResult
 from ..schema import Inputs
@@ -35,7 +35,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     hits = int(per.agg(F.count(F.when(F.col("hidden_hit"), 1)).alias("h")).collect()[0]["h"])
     result = MetricResult.ok(100.0 * (1.0 - hits / n), target, {"hits": hits, "n": n, **rate_details(inputs, hits, n)})
     if cfg.records:
-        result.records = per.select(ID, "hidden_hit").cache()
+        result.records = persist(per.select(ID, "hidden_hit"))
     return result
 
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.search import nearest
-from ..io import ID
+from ..io import ID, persist
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
 from .base import MetricResult
@@ -70,10 +70,10 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))
         pairs = a.join(b, ID)
         if cfg.records:
-            records = pairs.select(
+            records = persist(pairs.select(
                 ID,
                 (F.col("ca") == F.col("cb")).alias("lpr_linked"),
-            ).cache()  # whether, never which avatar: it carries the original's known values (spec: "Small groups")
+            ))  # whether, never which avatar: it carries the original's known values (spec: "Small groups")
             records.count()
         row = pairs.agg(
             F.count(F.lit(1)).alias("n"),

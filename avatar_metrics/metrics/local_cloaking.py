@@ -29,7 +29,7 @@ from ..config import Config
 from ..engine.aggregate import midpoint_percentiles
 from ..engine.folds import pair_distances
 from ..engine.search import within
-from ..io import ID
+from ..io import ID, persist
 from ..stats import Estimate, median_interval
 from ..plots import figure, histogram_svg
 from .base import MetricResult
@@ -51,12 +51,12 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
         cap = cfg.local_cloaking_cap
         counts = within(queries, inputs.avatars, variables, ranges, name=SEARCH, search=cfg.search,
                         n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, cap=cap)
-        out = counts.select(
+        out = persist(counts.select(
             ID,
             F.least(F.col("le") - 1, F.lit(cap)).alias("local_cloaking"),
             (F.col("le") - 1 >= cap).alias("local_cloaking_capped"),
             ((F.col("lt") == 0) & (F.col("cid") == F.col(ID))).alias("hidden_hit"),
-        ).cache()
+        ))
         out.count()
         counts.unpersist()
         inputs.shared["cloaking"] = out
@@ -100,7 +100,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         **sampled,
     })
     if cfg.records:
-        result.records = per.select(ID, "local_cloaking", "local_cloaking_capped").cache()
+        result.records = persist(per.select(ID, "local_cloaking", "local_cloaking_capped"))
     return result
 
 
