@@ -208,12 +208,25 @@ def event_log_tasks(folder: Path) -> list[dict]:
     return ends
 
 
+def _rest(ui: str, path: str):
+    """``path`` of the first application's REST API at the driver's ``ui``."""
+    with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=2) as r:
+        app = json.load(r)[0]["id"]
+    with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/{path}", timeout=2) as r:
+        return json.load(r)
+
+
 def busy_executors(ui: str) -> list[str]:
     """The ids of the executors running a task now, from the driver's REST API (``ui``: its address)."""
     try:
-        with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=2) as r:
-            app = json.load(r)[0]["id"]
-        with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/executors", timeout=2) as r:
-            return [e["id"] for e in json.load(r) if e["id"] != "driver" and e["activeTasks"] > 0]
+        return [e["id"] for e in _rest(ui, "executors") if e["id"] != "driver" and e["activeTasks"] > 0]
     except (OSError, ValueError, IndexError, KeyError):
         return []
+
+
+def failed_tasks(ui: str) -> int:
+    """How many tasks have failed so far in the application, by the driver's account (0 when it cannot say)."""
+    try:
+        return sum(s.get("numFailedTasks", 0) for s in _rest(ui, "stages"))
+    except (OSError, ValueError, IndexError, KeyError):
+        return 0
