@@ -73,12 +73,18 @@ def evaluate(
     config: Config | Mapping[str, Any] | None = None,
     only: Iterable[str] | None = None,
 ) -> Report:
-    """Compute every metric of the registry, as defined in the project's ``docs/metrics.md``.
+    """Compute every metric of the registry, as defined in the project's ``docs/metrics.md``
+    (in the installed package: ``avatar_metrics/definitions.md``).
 
     ``config`` is a ``Config`` or a mapping of the configuration keys (the
     input paths and ``output`` are not needed here). With ``records`` on (the
     default), ``report.records`` is a cached DataFrame of per-original
     results; unpersist it when done.
+
+    The configuration keys ``records_table`` and ``mlflow`` are checked here (a table
+    of that name this tool did not write, mlflow not installed: refused before any
+    work) and acted on by ``Report.write``; ``Report.save_records_table()`` and
+    ``Report.log_mlflow()`` do the same without writing files.
 
     ``only``, a list of metric keys, computes those alone (the configuration key
     ``metrics`` does the same; ``only`` wins); every other metric is in the report
@@ -91,6 +97,14 @@ def evaluate(
     if cfg.records and cfg.row_key is not None and cfg.row_key.lower() in {c.lower() for c in record_columns()}:
         raise ConfigError(f"configuration key row_key: {cfg.row_key} is also the name of a column of records/: "
                           "rename the key column, or set records: false")
+    if cfg.mlflow is not None:
+        from .tracking import require
+
+        require()
+    if cfg.records_table is not None:
+        from .records_table import check
+
+        check(spark, cfg.records_table)
     sources = [(role, f) for role, df in (("originals", originals), ("avatars", avatars), ("holdout", holdout))
                if df is not None for f in input_files(df)]
     timer = _Timer(spark)
@@ -155,6 +169,7 @@ def evaluate(
         timings=timer.timings,
         records=records,
         sources=sources,
+        config=cfg,
     )
 
 

@@ -200,6 +200,10 @@ def cmd_run(args) -> int:
 
     # everything that can be checked without Spark, before any file is touched
     cfg = load_config(args.config, args.set)
+    if cfg.mlflow is not None:
+        from .tracking import require
+
+        require()
     dest = destination(cfg.output, "output")
     sources = [(role, spec.path) for role, spec in cfg.tables() if spec.path]
     check_destination(dest, sources, "output")
@@ -220,6 +224,10 @@ def cmd_run(args) -> int:
                 spark.stop()
     print(report.summary())
     print(f"report: {dest / 'report.json'} (and report.html{', records/' if report.records is not None else ''})")
+    if cfg.records_table is not None:
+        print(f"records table: {cfg.records_table}")
+    if report.mlflow_run is not None:
+        print(f"mlflow run: {report.mlflow_run}")
     missed = report.missed_targets()
     if args.fail_on_target and missed:
         log.warning("targets missed: %s", ", ".join(missed))

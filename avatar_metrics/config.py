@@ -52,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
     # no published figure from fewer records (spec: "Small groups"); at least MIN_GROUP_FLOOR
     "min_group": 10,
     "spark": {"master": "local[*]", "conf": {}},
+    # records/ also saved as this table of the session's catalog (db.name or catalog.schema.name)
+    "records_table": None,
+    # log the report to MLflow: {experiment, run_name, tracking_uri}, each may be null
+    "mlflow": None,
     # Additions to the interface (documented in conf/template.yaml):
     # the metrics to compute, by key (null: every one); the others are reported as not asked for
     "metrics": None,
@@ -88,6 +92,20 @@ class SearchSettings:
 
 
 @dataclass(frozen=True)
+class MlflowSettings:
+    """Where an evaluation is logged (configuration key ``mlflow``): None for each means the
+    session's own (the active run, MLFLOW_EXPERIMENT_NAME, or MLflow's default experiment;
+    MLFLOW_TRACKING_URI or MLflow's default store)."""
+
+    experiment: str | None = None
+    run_name: str | None = None
+    tracking_uri: str | None = None
+
+
+MLFLOW_KEYS = ("experiment", "run_name", "tracking_uri")
+
+
+@dataclass(frozen=True)
 class Config:
     originals: TableSpec | None
     avatars: TableSpec | None
@@ -111,6 +129,8 @@ class Config:
     min_group: int = 10
     secret_variables: tuple[str, ...] | None = None  # None: every variable not known
     metrics: tuple[str, ...] | None = None  # the metrics to compute (None: every one)
+    records_table: str | None = None  # records/ also saved as this catalog table
+    mlflow: MlflowSettings | None = None  # log the report to MLflow
 
     @property
     def block_size(self) -> int:
@@ -153,6 +173,8 @@ class Config:
             "min_group": self.min_group,
             "secret_variables": None if self.secret_variables is None else list(self.secret_variables),
             "metrics": None if self.metrics is None else list(self.metrics),
+            "records_table": self.records_table,
+            "mlflow": None if self.mlflow is None else {k: getattr(self.mlflow, k) for k in MLFLOW_KEYS},
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
             "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
         }
@@ -325,3 +347,30 @@ def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -
             raise ConfigError(f"configuration key {key} must be a whole number of at least {lo:g}, not {value}")
         raise ConfigError(f"configuration key {key} must be between {lo:g} and {hi:g}")
     return value
+
+
+def _table_name(value: Any, key: str) -> str | None:
+    """A catalog table's name: two or three dot-separated parts (db.name, catalog.schema.name)."""
+    if value is None:
+        return None
+    parts = value.split(".") if isinstance(value, str) else []
+    if not (2 <= len(parts) <= 3) or not all(p.strip() and p == p.strip() and "`" not in p for p in parts):
+        raise ConfigError(f"configuration key {key} must be a table name db.name or catalog.schema.name "
+                          "(no backquotes, no spaces around the dots)")
+    return value
+
+
+def _mlflow(value: Any) -> MlflowSettings | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return MlflowSettings()
+    if not isinstance(value, Mapping):
+        raise ConfigError("configuration key mlflow must be null, true, or a mapping "
+                          "{experiment: /Users/me/avatar-metrics, run_name: null, tracking_uri: null}")
+    _check_keys(value, MLFLOW_KEYS, "mlflow")
+    for k in MLFLOW_KEYS:
+        v = value.get(k)
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise ConfigError(f"configuration key mlflow.{k} must be a name (a string) or null")
+    return MlflowSettings(**{k: value.get(k) for k in MLFLOW_KEYS})

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 from . import metrics as declared
 from .config import (
-    DEFAULTS, MIN_GROUP_FLOOR, Config, SearchSettings, _check_keys, _names, _number, _table, apply_overrides, expand,
-    load_yaml,
+    DEFAULTS, MIN_GROUP_FLOOR, Config, SearchSettings, _check_keys, _mlflow, _names, _number, _table, _table_name,
+    apply_overrides, expand, load_yaml,
 )
 from .errors import ConfigError
 
@@ -118,6 +118,10 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         if unknown:
             raise ConfigError(f"configuration key metrics: unknown metric key {unknown[0]}; the keys are: "
                               + ", ".join(keys))
+    records_table = _table_name(merged["records_table"], "records_table")
+    if records_table is not None and not merged["records"]:
+        raise ConfigError("configuration key records_table saves records/ as a table, and records is false: "
+                          "set records: true, or records_table: null")
     if merged["search"]["home_from"] is not None:
         log.warning("search.home_from is deprecated and ignored: every search of several blocks now starts "
                     "with the home job (remove the key from the configuration)")
@@ -146,6 +150,8 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         secret_variables=(None if merged["secret_variables"] is None
                           else _names(merged["secret_variables"], "secret_variables")),
         metrics=chosen,
+        records_table=records_table,
+        mlflow=_mlflow(merged["mlflow"]),
     )
 
 

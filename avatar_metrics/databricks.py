@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 from .cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_TARGET_MISSED, main
@@ -70,6 +71,8 @@ def set_task_values(argv: list[str], code: int, dbutils=None) -> dict | None:
         return None
     try:
         if dbutils is None:
+            if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+                return None  # not a Databricks job (databricks-sdk's dbutils would look for credentials)
             try:
                 from databricks.sdk.runtime import dbutils  # type: ignore[import-not-found]
             except ImportError:

@@ -16,6 +16,7 @@ dbutils.widgets.text("avatars", "main.health.patients_avatars")  # noqa: F821
 dbutils.widgets.text("holdout", "")  # noqa: F821
 dbutils.widgets.text("known_variables", "age,sex,zip")  # noqa: F821
 dbutils.widgets.text("output", "")  # noqa: F821 - a folder such as /dbfs/avatar-metrics/run-1 (empty: none)
+dbutils.widgets.text("mlflow_experiment", "")  # noqa: F821 - /Shared/avatar-metrics, say (empty: not logged)
 
 # COMMAND ----------
 
@@ -50,6 +51,14 @@ displayHTML(report.html())  # noqa: F821
 output = dbutils.widgets.get("output")  # noqa: F821
 if output:
     print("written to", report.write(output))
+
+# COMMAND ----------
+
+# The evaluation in MLflow (values, intervals, configuration, report.json and report.html; never
+# the records): into this notebook's active run if it has one, else a new run in the experiment
+experiment = dbutils.widgets.get("mlflow_experiment")  # noqa: F821
+if experiment:
+    print("mlflow run", report.log_mlflow(experiment=experiment))
 
 # COMMAND ----------
 

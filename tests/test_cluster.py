@@ -92,3 +92,12 @@ def test_lost_executor(cluster, tmp_path, local_report):
     for f in failed:
         assert any(e["reason"] == "Success" and e["stage"] == f["stage"] and e["partition"] == f["partition"]
                    and e["finish"] >= f["finish"] for e in ends), f
+
+
+def test_the_wheel_carries_the_definitions(cluster):
+    """docs/metrics.md, the users' definitions, is in the wheel shipped above (avatar_metrics/definitions.md),
+    so that whoever installs the wheel can read what a figure means."""
+    import zipfile
+
+    with zipfile.ZipFile(cluster.package_zip) as wheel:
+        assert wheel.read("avatar_metrics/definitions.md") == (ROOT / "docs" / "metrics.md").read_bytes()

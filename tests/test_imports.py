@@ -22,7 +22,7 @@ LAYERS = [
     ("engine", ["engine", "engine.*"]),
     ("metrics", ["metrics.*"]),
     ("registry", ["metrics"]),
-    ("report and page", ["configure", "report", "html"]),
+    ("report and page", ["configure", "report", "html", "records_table", "tracking"]),
     ("library", ["api", "holdout", "synth"]),
     ("entry points", ["", "cli", "databricks", "__main__"]),
 ]
