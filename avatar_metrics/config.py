@@ -66,6 +66,9 @@ DEFAULTS: dict[str, Any] = {
         "query_partitions": None,
         # deprecated and ignored: every search of several blocks starts with the home job
         "home_from": None,
+        # a block of fewer candidates is scanned whole, with no index: building the index (and,
+        # in a new Python worker, compiling it) costs more than it saves on so few candidates
+        "plain_below": 4096,
     },
 }
 
@@ -89,6 +92,7 @@ class SearchSettings:
     seed: int
     block_size: int  # candidates shipped to the executors per pass
     query_partitions: int | None  # repartition the queries (None: engine.search decides by their number)
+    plain_below: int = 4096  # blocks of fewer candidates: the plain scan, no index
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,8 @@ class Config:
             "records_table": self.records_table,
             "mlflow": None if self.mlflow is None else {k: getattr(self.mlflow, k) for k in MLFLOW_KEYS},
             "spark": {"master": self.spark_master, "conf": dict(self.spark_conf)},
-            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions},
+            "search": {"block_size": self.block_size, "query_partitions": self.query_partitions,
+                       "plain_below": self.search.plain_below},
         }
 
 

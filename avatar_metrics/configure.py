@@ -107,6 +107,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
     qp = merged["search"]["query_partitions"]
     if qp is not None:
         qp = int(_number(qp, "search.query_partitions", 1, 10**6, integer=True))
+    plain_below = int(_number(merged["search"]["plain_below"], "search.plain_below", 0, 10**7, integer=True))
     chosen = merged["metrics"]
     if chosen is not None:
         keys = [m.key for m in registry]
@@ -144,7 +145,7 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
         local_cloaking_cap=cap,
         spark_master=master,
         spark_conf={str(k): str(v) for k, v in conf.items()},
-        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp),
+        search=SearchSettings(seed=int(seed), block_size=block, query_partitions=qp, plain_below=plain_below),
         query_sample=sample,
         min_group=min_group,
         secret_variables=(None if merged["secret_variables"] is None

@@ -36,8 +36,10 @@ def expected(frames):
 
 
 def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None,
-               with_stats=False, strategy=None):
-    """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``."""
+               with_stats=False, strategy=None, plain_below=0):
+    """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``.
+    Every block through the index and its race (``plain_below`` 0), unless told otherwise: the
+    data here is far smaller than the blocks a run scans plainly."""
     cfg = as_config({"row_key": "rid"})
     o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
     a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
@@ -47,7 +49,8 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
         res, stats = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
-                             search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions),
+                             search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
+                                                   plain_below=plain_below),
                              n_queries=n_queries, with_stats=True, strategy=strategy)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
@@ -63,6 +66,20 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
 def test_matches_reference(spark, frames, expected, subset, partitions, block_size):
     O, A = frames
     assert run_search(spark, O, A, subset, partitions, block_size) == expected[subset]
+
+
+@pytest.mark.parametrize("partitions,block_size", [(2, N), (3, 16)])
+def test_small_blocks_are_scanned_whole(spark, frames, expected, partitions, block_size):
+    """Blocks of fewer candidates than search.plain_below: no index, the plain scan of every
+    candidate, in a one-block search and in the home job and later passes of a search of
+    several; the same states as the index's, bit for bit."""
+    O, A = frames
+    got, st = run_search(spark, O, A, 0, partitions, block_size, with_stats=True, plain_below=N + 1)
+    assert got == expected[0]
+    if block_size >= N:  # one block: every pair evaluated
+        assert st.evaluated == N * len(A)
+    _, by_index = run_search(spark, O, A, 0, partitions, block_size, with_stats=True)
+    assert by_index.evaluated < st.evaluated
 
 
 def test_block_of_one_record_and_query_partitions(spark, frames, expected):

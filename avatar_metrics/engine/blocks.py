@@ -53,6 +53,7 @@ class Block:
     cids: np.ndarray
     uniques: list  # per variable: pandas Index of the block's categories (None for numeric)
     summary: Summary | None = None  # set: queries it cannot matter to skip the block
+    plain: bool = False  # scanned whole, with no index (fewer candidates than search.plain_below)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this block in the workers' cache
 
 
@@ -212,9 +213,10 @@ class Fetch:
 
 
 def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None, cap: int | None, name: str,
-            block_size: int, fetch: Fetch):
+            block_size: int, fetch: Fetch, plain_below: int = 0):
     """The candidates' blocks of these numbers in order, each encoded, as (block, rows, block
-    number); with ``space``, each carries its summary.
+    number); with ``space``, each carries its summary; one of fewer than ``plain_below``
+    candidates is marked to be scanned whole (``Block.plain``).
 
     A block of more than ``MOST_PER_BLOCK`` x ``block_size`` rows, or whose
     closure would exceed ``cap`` bytes, goes as several slices of its rows,
@@ -232,7 +234,7 @@ def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None
         rows_k = 1 if len(pdf) <= MOST_PER_BLOCK * block_size else math.ceil(len(pdf) / block_size)
         bytes_k = 1
         if rows_k == 1 or cap is not None:
-            block = _encoded(pdf, variables, space)
+            block = _encoded(pdf, variables, space, plain_below)
             size = 0 if cap is None else _closure_bytes(block)
             if cap is not None and size > cap and len(pdf) > 1:
                 bytes_k = min(len(pdf), math.ceil(size / cap) + 1)
@@ -253,14 +255,15 @@ def _blocks(c: DataFrame, numbers: Sequence[int], variables, space: Space | None
         for lo, hi in itertools.pairwise(cuts):
             if hi > lo:
                 t = time.perf_counter()
-                piece = _encoded(pdf.iloc[lo:hi].reset_index(drop=True), variables, space)
+                piece = _encoded(pdf.iloc[lo:hi].reset_index(drop=True), variables, space, plain_below)
                 fetch.seconds += time.perf_counter() - t
                 fetch.pieces += 1
                 yield piece, int(hi - lo), b
 
 
-def _encoded(pdf: pd.DataFrame, variables, space: Space | None) -> Block:
+def _encoded(pdf: pd.DataFrame, variables, space: Space | None, plain_below: int = 0) -> Block:
     block = encode_block(pdf, variables)
+    block.plain = len(pdf) < plain_below
     if space is not None:
         block.summary = summarize(block.C, space)
     return block

@@ -106,10 +106,10 @@ _LAST_INDEX: dict = {}  # in a Python worker: the index of the last block it sea
 def _index_of(block: Block, space: Space) -> CandidateIndex:
     """The block's index, built once per Python worker: the tasks of one pass that a
     reused worker runs one after another share it. Only the last block's is kept."""
-    key = (block.token, space.is_cat.tobytes(), space.ranges.tobytes())
+    key = (block.token, block.plain, space.is_cat.tobytes(), space.ranges.tobytes())
     if _LAST_INDEX.get("key") != key:
         _LAST_INDEX.clear()
-        _LAST_INDEX["index"] = CandidateIndex(block.C, block.cids, space)
+        _LAST_INDEX["index"] = CandidateIndex(block.C, block.cids, space, plain=block.plain)
         _LAST_INDEX["key"] = key
     return _LAST_INDEX["index"]
 

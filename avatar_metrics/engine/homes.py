@@ -40,6 +40,7 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     stream through the block's index: a task holds one block and a chunk of queries,
     however many queries have that home."""
     variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
+    plain_below = run.settings.plain_below
     homes_of = run.strategy.homes
     columns = start.columns
     fresh = {column: value for column, value, _ in fold.state}
@@ -81,9 +82,9 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
                 block = index = None
                 if cands:
                     cpdf = pd.concat(cands, ignore_index=True).sort_values(ID, kind="stable").reset_index(drop=True)
-                    block = _encoded(cpdf, variables, space)
+                    block = _encoded(cpdf, variables, space, plain_below)
                     need.check(b, block)
-                    index = CandidateIndex(block.C, block.cids, space)
+                    index = CandidateIndex(block.C, block.cids, space, plain=block.plain)
                 for qpdf in _rechunk(parts, QUERY_CHUNK):
                     yield fold_chunk(b, block, index, qpdf)
 

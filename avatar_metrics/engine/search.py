@@ -277,7 +277,7 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     Spark Connect), ``CHAIN`` pieces per job. The chains' states, and what to unpersist."""
     chains, n_pieces = [], 0
     pieces = _blocks(c.withColumn("__am_block", F.lit(0)), [0], run.variables, None, run.cap, run.name,
-                     run.settings.block_size, run.fetch)
+                     run.settings.block_size, run.fetch, run.settings.plain_below)
     try:
         while batch := list(itertools.islice(pieces, CHAIN)):
             state = initial
@@ -344,7 +344,8 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
                              *[F.col(src).alias(name) for name, src in run.fold.first_state],
                              HOME, *need.columns)
         read = 0
-        pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch)
+        pieces = _blocks(c, todo, run.variables, run.space, run.cap, run.name, run.settings.block_size, run.fetch,
+                         run.settings.plain_below)
         try:
             while batch := list(itertools.islice(pieces, CHAIN)):
                 # only the queries the first job marked for one of these blocks (the passes check

@@ -134,12 +134,30 @@ class Within:
 class CandidateIndex:
     """The candidates of one block, indexed for exact Gower searches."""
 
-    def __init__(self, C: np.ndarray, cids: np.ndarray, space: Space, tuning: Tuning = TUNING):
+    def __init__(self, C: np.ndarray, cids: np.ndarray, space: Space, tuning: Tuning = TUNING,
+                 plain: bool = False):
+        """``plain``: no index, every search by the plain scan of every candidate (a block so
+        small that building the index, and compiling it in a new worker, costs more than it
+        saves); the same states, bit for bit, as every way of the race."""
         self.space = space
         self.tuning = tuning
+        self.plain = plain
+        self.choices: dict[str, int] = {}  # how the calls went: "index", "flat" (the plain scan) or "mismatch"
+        self._mismatch: MismatchTables | None = None
+        # what the searches cost: distances evaluated, and candidates looked up without one (the walk's
+        # table entries, the points whose mismatches the plain scan counted, the groups whose
+        # profiles the index compared one by one)
+        self.work = np.zeros(2, dtype=np.int64)
         nv = space.n_vars
         C = np.where(np.isnan(C), np.nan, C).reshape(-1, nv)  # one NaN bit pattern
         cids = np.asarray(cids, dtype=np.int64)
+        self.n_candidates = int(cids.shape[0])
+        if plain:  # what the plain scan reads, as ``plain_search`` has it: each record its own point
+            self.P = np.ascontiguousarray(C, dtype=np.float64)
+            self.members = np.ascontiguousarray(cids)
+            self.moff = np.arange(cids.size + 1, dtype=np.int64)
+            self.cols, self.levels = columns(self.P, space.is_cat, space.ranges)
+            return
         # 1. points
         uniq, inverse = np.unique(_rows_as_bytes(C), return_inverse=True)
         first = np.full(uniq.shape[0], -1, dtype=np.int64)
@@ -209,13 +227,6 @@ class CandidateIndex:
         ons, one = self.gstart[oga], self.gstop[ogb - 1]
         olo, ohi, onull = _outer_summaries(self.P, ons, one)
         self.outer = (ons, one, oga, ogb, oleft, self.moff[one] - self.moff[ons], olo, ohi, onull, self.gstart)
-        self.n_candidates = int(cids.shape[0])
-        self.choices: dict[str, int] = {}  # how the calls went: "index", "flat" (the plain scan) or "mismatch"
-        self._mismatch: MismatchTables | None = None
-        # what the searches cost: distances evaluated, and candidates looked up without one (the walk's
-        # table entries, the points whose mismatches the plain scan counted, the groups whose
-        # profiles the index compared one by one)
-        self.work = np.zeros(2, dtype=np.int64)
 
     def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None,
                how: str = "auto") -> State:
@@ -283,6 +294,8 @@ class CandidateIndex:
         every point (``how``: "index", "flat", or "auto": both race on a sample of the
         queries and the faster takes the rest; either gives the same state, bit for bit)."""
         space = self.space
+        if self.plain:
+            how = "flat"
         Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q))
         sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
         is_cat = np.ascontiguousarray(space.is_cat, dtype=np.bool_)

@@ -367,7 +367,7 @@ def _within_walk(Q, qsel, sq, P, is_cat, ranges, nv, members, moff, radius, le, 
                 g = ga[k]
                 lb = h / nv
                 if groot[g] >= 0:
-                    _tree_group(Q, q, lb, P, groot[g], tree, is_cat, ranges, nv, members, moff, sq[q], WITHIN,
+                    _tree_group(Q, q, lb, P, groot[g], tree, is_cat, ranges, nv, members, moff, sq[q], np.int64(WITHIN),
                                 radius, radius, le, lt, bkey, bcid, tstack, bstack, work)
                 else:
                     _count_boxes(Q, q, lb, P, gstart[g], ne[k], boxes, is_cat, ranges, nv, members, moff, sq[q],
