@@ -205,8 +205,15 @@ def built(C, cids, space, tuning=IX.TUNING):
     return idx
 
 
-def index_search(Q, qids, C, cids, space, salt, state=None, how="auto", tuning=IX.TUNING):
-    return built(C, cids, space, tuning).search(Q, qids, salt, state, how=how)
+def index_search(Q, qids, C, cids, space, salt, state=None, how="auto", tuning=IX.TUNING, first_only=False):
+    return built(C, cids, space, tuning).search(Q, qids, salt, state, how=how, first_only=first_only)
+
+
+def assert_nearest_only(st, plain, what):
+    """The nearest only (``first_only``): d1, n1 and the tie-break of the top-2 search, d2 kept at d1."""
+    for f in ("d1", "n1", "cid", "key"):
+        assert np.array_equal(getattr(st, f), getattr(plain, f)), (what, f)
+    assert np.array_equal(st.d2, st.d1), what
 
 
 @pytest.mark.parametrize("subset", range(len(SUBSETS)))
@@ -279,6 +286,22 @@ def test_index_equals_plain_kernel_on_random_layouts(seed, race_always, trees):
         merged = B.merge(first, rest)
         for f in ("d1", "d2", "n1", "cid", "key"):
             assert np.array_equal(getattr(merged, f), getattr(plain, f)), (how, f)
+        # the nearest only, whole, in two parts, and from the first part's reach: it prunes by d1,
+        # and the points tied at d1 all count
+        one = index_search(Q, qids, C, cids, space, salt, how=how, tuning=tuning, first_only=True)
+        assert_nearest_only(one, plain, how)
+        first = index_search(Q, qids, C[:half], cids[:half], space, salt, how=how, tuning=tuning, first_only=True)
+        both = index_search(Q, qids, C[half:], cids[half:], space, salt, first, how=how, tuning=tuning,
+                            first_only=True)
+        assert_nearest_only(both, plain, how)
+        bound = K.State.empty(nq)
+        bound.d2[:] = first.d2
+        rest = index_search(Q, qids, C[half:], cids[half:], space, salt, bound, how=how, tuning=tuning,
+                            first_only=True)
+        merged = B.merge(first, rest)
+        for f in ("d1", "n1", "cid", "key"):
+            assert np.array_equal(getattr(merged, f), getattr(plain, f)), (how, f)
+    assert_nearest_only(IX.plain_search(Q, qids, C, cids, space, salt, first_only=True), plain, "plain")
 
 
 # ------------------------------------------------------------------ counts within a radius

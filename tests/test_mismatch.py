@@ -75,6 +75,19 @@ def test_every_way_gives_the_brute_force_state(seed, table_bytes):
         merged = B.merge(first, rest.search(Q, qids, salt, bound, how=how))
         for f in NEAREST_FIELDS:
             assert np.array_equal(getattr(merged, f), getattr(want, f)), (how, f)
+    # the nearest only (first_only): the same d1, n1 and tie-break, d2 kept at d1, by every way,
+    # with no more distances evaluated than the top-2 search of the same way
+    for how in WAYS:
+        fresh = CandidateIndex(C, cids, space, tuning)
+        fresh.search(Q, qids, salt, how=how)
+        top2 = int(fresh.work[0])
+        fresh = CandidateIndex(C, cids, space, tuning)
+        got = fresh.search(Q, qids, salt, how=how, first_only=True)
+        for f in ("d1", "n1", "cid", "key"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (how, f)
+        assert np.array_equal(got.d2, got.d1), how
+        if how != "auto":  # (the race's samples may fall differently)
+            assert int(fresh.work[0]) <= top2, how
     # within: radii at a candidate's distance (ties), on a mismatch count, or at no distance
     radius = K.gower_block(Q, C, space)[np.arange(nq), rng.integers(0, nc, nq)]
     radius[rng.random(nq) < 0.2] = rng.integers(1, 4) / space.n_vars

@@ -36,7 +36,7 @@ def expected(frames):
 
 
 def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None,
-               with_stats=False, strategy=None, plain_below=0):
+               with_stats=False, strategy=None, plain_below=0, first_only=False):
     """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``.
     Every block through the index and its race (``plain_below`` 0), unless told otherwise: the
     data here is far smaller than the blocks a run scans plainly."""
@@ -51,7 +51,7 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         res, stats = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
                              search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
                                                    plain_below=plain_below),
-                             n_queries=n_queries, with_stats=True, strategy=strategy)
+                             n_queries=n_queries, with_stats=True, strategy=strategy, first_only=first_only)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
     finally:
@@ -80,6 +80,19 @@ def test_small_blocks_are_scanned_whole(spark, frames, expected, partitions, blo
         assert st.evaluated == N * len(A)
     _, by_index = run_search(spark, O, A, 0, partitions, block_size, with_stats=True)
     assert by_index.evaluated < st.evaluated
+
+
+@pytest.mark.parametrize("partitions,block_size", [(2, N), (3, 16)])
+def test_the_nearest_only(spark, frames, expected, partitions, block_size):
+    """``first_only`` (the searches whose metric reads no second distance): d1, n1 and the chosen
+    candidate of the reference, in one block and in the home job and later passes of several;
+    d2 holds d1; fewer distances than the top-2 search."""
+    O, A = frames
+    got, st = run_search(spark, O, A, 0, partitions, block_size, with_stats=True, first_only=True)
+    assert [(d1, n1, cid) for d1, _, n1, cid in got] == [(d1, n1, cid) for d1, _, n1, cid in expected[0]]
+    assert all(d2 == d1 for d1, d2, _, _ in got)
+    _, top2 = run_search(spark, O, A, 0, partitions, block_size, with_stats=True)
+    assert st.evaluated < top2.evaluated
 
 
 def test_block_of_one_record_and_query_partitions(spark, frames, expected):

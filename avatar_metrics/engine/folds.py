@@ -8,7 +8,8 @@ states of several chains (``merge_states``, ``merge_within``), and the radii
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -60,9 +61,9 @@ class Fold:
         return tuple(c for c, _, _ in self.state)
 
 
-def _nearest_step(index: CandidateIndex, Q, qids, salt, pdf) -> None:
+def _nearest_step(index: CandidateIndex, Q, qids, salt, pdf, first_only: bool = False) -> None:
     prior = State(*(pdf[c].to_numpy() for c in ("d1", "d2", "n1", "cid", "key")))
-    st = index.search(Q, qids, salt, prior)
+    st = index.search(Q, qids, salt, prior, first_only=first_only)
     for c in ("d1", "d2", "n1", "cid", "key"):
         pdf[c] = getattr(st, c)
 
@@ -223,6 +224,13 @@ NEAREST = Fold(
     # real and at most that bound, so the merge's second distance never takes a bound for one
     bounded="d2",
 )
+
+
+# the nearest only: the same state, with d2 kept at d1 by the kernels (so the searches,
+# the blocks' bounds and the later passes all prune by d1); d1, n1, cid exact, d2 is not
+# the second distance. The merge and the reach are NEAREST's: with d2 = d1 in every part,
+# the merged d2 is the merged d1 and the reach is d1
+NEAREST1 = replace(NEAREST, step=partial(_nearest_step, first_only=True))
 
 
 WITHIN = Fold(

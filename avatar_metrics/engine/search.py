@@ -75,7 +75,7 @@ from ..schema import Variable
 
 from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, WORK, _blocks, _materialize, _select, closure_cap, is_connect
 from .catalogue import Need, _by_locality, _homes, _level_counts, _locality_order, _need
-from .folds import Fold, NEAREST, WITHIN, _pass, _within_reach, _within_step
+from .folds import Fold, NEAREST, NEAREST1, WITHIN, _pass, _within_reach, _within_step
 from .homes import _home_job, _home_shares, _spread
 
 
@@ -94,8 +94,12 @@ def nearest(
     n_queries: int | None = None,
     with_stats: bool = False,
     strategy: "Strategy | None" = None,
+    first_only: bool = False,
 ):
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
+    ``first_only``: for a caller that reads no ``d2`` (the nearest only): the search then
+    prunes by ``d1`` and evaluates fewer distances; ``d1``, ``n1``, ``cid`` are the same,
+    ``d2`` holds ``d1`` and is not the second distance.
 
     ``queries`` and ``candidates`` have the ``ID`` column and the variables;
     ``name`` names the search in the tie keys (spec: "Randomness"). Runs one
@@ -104,7 +108,8 @@ def nearest(
     and order of the blocks. ``with_stats``: (the DataFrame, its ``SearchStats``); ``strategy``:
     the choices that change the work, never the result (``Strategy``).
     """
-    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, NEAREST, n_queries,
+    df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates,
+                        NEAREST1 if first_only else NEAREST, n_queries,
                         strategy)
     return (df, stats) if with_stats else df
 

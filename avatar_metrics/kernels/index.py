@@ -86,7 +86,7 @@ from .keyed import query_salts
 from .flat import _flat, columns, query_codes
 from .mismatch import TABLE_BYTES, MismatchTables, walk
 from .profiles import _code_hashes, _profiles, _rows_as_bytes, _walk_profiles
-from .terms import NEAREST, NO_CAP, WITHIN
+from .terms import NEAREST, NEAREST1, NO_CAP, WITHIN
 from .trees import _boxes, _kd_tree, _outer_summaries, _outer_tree, _within_outer
 
 
@@ -229,13 +229,16 @@ class CandidateIndex:
         self.outer = (ons, one, oga, ogb, oleft, self.moff[one] - self.moff[ons], olo, ohi, onull, self.gstart)
 
     def search(self, Q: np.ndarray, qids: np.ndarray, salt: int, state: State | None = None,
-               how: str = "auto") -> State:
-        """Fold this block's candidates into the queries' top-2 state."""
+               how: str = "auto", first_only: bool = False) -> State:
+        """Fold this block's candidates into the queries' top-2 state. ``first_only``: the
+        nearest only (``d1``, ``n1``, the tie-break exact; ``d2`` is ``d1``, not the second
+        distance), which prunes by ``d1`` and so evaluates fewer distances."""
         nq = Q.shape[0]
         st = _start_state(nq, state)
         if nq and self.n_candidates:
             unused = np.zeros(nq, dtype=np.int64)
-            self._traverse(Q, qids, salt, (NEAREST, st.d1, st.d2, st.n1, unused, st.key, st.cid), how)
+            mode = NEAREST1 if first_only else NEAREST
+            self._traverse(Q, qids, salt, (mode, st.d1, st.d2, st.n1, unused, st.key, st.cid), how)
         return st
 
     def within(self, Q: np.ndarray, qids: np.ndarray, salt: int, radius: np.ndarray, how: str = "auto",
@@ -443,7 +446,7 @@ def _warm_up() -> None:
 
 
 def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
-                 state: State | None = None) -> State:
+                 state: State | None = None, first_only: bool = False) -> State:
     """The plain compiled kernel: every candidate for every query, no index (the
     benchmark's baseline, and what the index is checked against)."""
     nq = Q.shape[0]
@@ -451,7 +454,7 @@ def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarra
     if nq and C.shape[0]:
         cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
         _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP, 0, np.zeros(2, dtype=np.int64))
+              NEAREST1 if first_only else NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP, 0, np.zeros(2, dtype=np.int64))
     return st
 
 

@@ -20,7 +20,10 @@ from .gower import Space
 from .keyed import JIT_CACHE as _CACHE
 from .keyed import mix_jit as _mix
 
-NEAREST, WITHIN = 0, 1  # the two folds of a visited point: top-2 state, or counts within a radius
+# the folds of a visited point: the top-2 state, counts within a radius, or the nearest only
+# (NEAREST1: d2 kept at d1, so that every walk and scan prunes by d1; d1, n1 and the
+# tie-break are exact by the same argument as top-2's, with d1 for d2 as the limit)
+NEAREST, WITHIN, NEAREST1 = 0, 1, 2
 
 
 @njit(cache=_CACHE, inline="always")
@@ -47,10 +50,12 @@ def _distance(Q, q, P, p, is_cat, ranges, nv):
 
 
 @njit(cache=_CACHE, inline="always")
-def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
+def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid, first_only):
     """Fold point p at distance d into query q's state.
 
-    A state may also be a bound only (d1 = inf, d2 = B: a later pass started from the
+    ``first_only`` (``NEAREST1``): d2 is set to d1 whenever d1 changes, so it is never the
+    second distance but the limit a point must not exceed to matter (every point at d1 is
+    still folded: the tests are strict). A state may also be a bound only (d1 = inf, d2 = B: a later pass started from the
     query's reach): a point beyond B is left out, and d2 stays at most B (the engine's
     merge keeps the true second distance, which is at most B)."""
     if d > d2[q] or (d > d1[q] and d >= d2[q]):
@@ -70,7 +75,7 @@ def _take(q, p, d, members, moff, sq, d1, d2, n1, bkey, bcid):
             k_best = k
             c_best = c
     if d < d1[q]:
-        d2[q] = d if m >= 2 else min(d1[q], d2[q])  # d1 when d1 <= d2; B for a bound-only state
+        d2[q] = d if (m >= 2 or first_only) else min(d1[q], d2[q])  # d1 when d1 <= d2; B for a bound-only state
         d1[q] = d
         n1[q] = m
         bkey[q] = k_best
@@ -107,10 +112,10 @@ NO_CAP = np.iinfo(np.int64).max  # a count within a radius with no cap
 
 @njit(cache=_CACHE, inline="always")
 def _fold(mode, q, p, d, members, moff, sq, a, lim, n1, n2, bkey, bcid):
-    if mode == NEAREST:  # a = d1, lim = d2
-        _take(q, p, d, members, moff, sq, a, lim, n1, bkey, bcid)
-    else:  # lim = radius, n1 = at most the radius, n2 = closer than it
+    if mode == WITHIN:  # lim = radius, n1 = at most the radius, n2 = closer than it
         _count(q, p, d, members, moff, sq, lim, n1, n2, bkey, bcid)
+    else:  # a = d1, lim = d2 (NEAREST1: d1 again)
+        _take(q, p, d, members, moff, sq, a, lim, n1, bkey, bcid, mode == NEAREST1)
 
 
 @njit(cache=_CACHE, inline="always")

@@ -81,7 +81,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     try:
         for name, (queries, table, n) in zip(SEARCHES, sides):
             res = nearest(queries, inputs.avatars, known, ranges, name=name, search=cfg.search,
-                          n_candidates=inputs.n_avatars, n_queries=n)
+                          n_candidates=inputs.n_avatars, n_queries=n, first_only=True)  # cid only
             found.append(res)
             right = right_guesses(res, table, inputs.avatars, inputs, secrets, tolerances)
             row = right.agg(F.count(F.lit(1)).alias("n"),

@@ -64,7 +64,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         for name, candidates, count in zip(SEARCHES, (inputs.originals, inputs.holdout),
                                            (inputs.n_originals, inputs.n_holdout)):
             found.append(nearest(queries, candidates, variables, ranges, name=name, search=cfg.search,
-                                 n_candidates=count, n_queries=m))
+                                 n_candidates=count, n_queries=m, first_only=True))  # d1 only
         both = (found[0].select(ID, F.col("d1").alias("d_o"))
                 .join(found[1].select(ID, F.col("d1").alias("d_h")), ID))
         row = both.agg(

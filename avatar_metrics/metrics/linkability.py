@@ -64,7 +64,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             variables = inputs.typed(half)
             res = nearest(inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables),
                           name=name, search=cfg.search, n_candidates=inputs.n_avatars,
-                          n_queries=inputs.n_queries)
+                          n_queries=inputs.n_queries, first_only=True)  # cid and n1 only
             results.append(res)
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))

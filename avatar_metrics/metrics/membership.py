@@ -53,7 +53,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     members = to_avatars(inputs, cfg)
     n_h = inputs.n_holdout_queries
     non = nearest(inputs.holdout_queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCH,
-                  search=cfg.search, n_candidates=inputs.n_avatars, n_queries=n_h)
+                  search=cfg.search, n_candidates=inputs.n_avatars, n_queries=n_h,
+                  first_only=True)  # d1 only
     try:
         scores = (members.select(F.col("d1").alias("s"), F.lit(True).alias("member"))
                   .unionByName(non.select(F.col("d1").alias("s"), F.lit(False).alias("member"))))
