@@ -91,9 +91,9 @@ def encode_queries(pdf: pd.DataFrame, variables: Sequence[Variable], block: Bloc
     return encode(pdf, variables, lambda i, col: block.uniques[i].get_indexer(col))
 
 
-# Blocks folded in one Spark job, one pass after the other, each pass carrying
-# the queries' state to the next (tighter pruning). Each pass of a chain runs
-# in its own Python worker holding its block and index, so a chain costs
+# Blocks folded in one Spark job, one after the other, each carrying the
+# queries' state to the next (tighter pruning): one pass (``folds._pass``) whose
+# Python worker holds the chain's blocks and their indexes, so a chain costs
 # memory; longer chains of cached steps would make Spark's plans grow without
 # bound. Chains are merged exactly.
 CHAIN = 2

@@ -1,6 +1,6 @@
 """What a pass does with a block (``engine.search``): the ``Fold`` of a search (``NEAREST``:
 the top-2 state; ``WITHIN``: counts within a radius), one pass of a block over the
-queries in a ``mapInPandas`` (``_pass``, the index of the block kept per Python worker),
+queries in a ``mapInPandas`` (``_pass``, a chain of blocks in turn, their indexes kept per Python worker),
 the marks of the blocks a query must search next (``_mark``), the exact merges of the
 states of several chains (``merge_states``, ``merge_within``), and the radii
 (``pair_distances``)."""
@@ -101,18 +101,20 @@ def merge_within(parts: DataFrame) -> DataFrame:
     return g.select(ID, "le", "lt", F.col("b.key").alias("key"), F.col("b.cid").alias("cid"))
 
 
-_LAST_INDEX: dict = {}  # in a Python worker: the index of the last block it searched
+_INDEXES: dict = {}  # in a Python worker: the indexes of the blocks of the last chain it searched
 
 
-def _index_of(block: Block, space: Space) -> CandidateIndex:
-    """The block's index, built once per Python worker: the tasks of one pass that a
-    reused worker runs one after another share it. Only the last block's is kept."""
+def _index_of(block: Block, space: Space, keep: frozenset = frozenset()) -> CandidateIndex:
+    """The block's index, built once per Python worker: the tasks of one chain that a
+    reused worker runs one after another share it. The worker keeps the indexes of the
+    blocks whose tokens are in ``keep`` (its chain's) and of this one; any other is dropped
+    before this one is built."""
     key = (block.token, block.plain, space.is_cat.tobytes(), space.ranges.tobytes())
-    if _LAST_INDEX.get("key") != key:
-        _LAST_INDEX.clear()
-        _LAST_INDEX["index"] = CandidateIndex(block.C, block.cids, space, plain=block.plain)
-        _LAST_INDEX["key"] = key
-    return _LAST_INDEX["index"]
+    if key not in _INDEXES:
+        for other in [k for k in _INDEXES if k[0] not in keep]:
+            del _INDEXES[other]
+        _INDEXES[key] = CandidateIndex(block.C, block.cids, space, plain=block.plain)
+    return _INDEXES[key]
 
 
 def add_work(pdf: pd.DataFrame, index: CandidateIndex, before: np.ndarray) -> None:
@@ -122,37 +124,50 @@ def add_work(pdf: pd.DataFrame, index: CandidateIndex, before: np.ndarray) -> No
             pdf.loc[pdf.index[0], column] = pdf[column].iat[0] + int(done)
 
 
-def _pass(queries: DataFrame, block: Block, b: int, variables, space: Space, salt: int, schema,
+def _pass(queries: DataFrame, blocks: Sequence[tuple[Block, int]], variables, space: Space, salt: int, schema,
           fold: Fold) -> DataFrame:
-    """One pass: fold a block (or a slice of block ``b``) of candidates into the state carried by the queries.
+    """One pass: fold blocks (or slices of blocks) of candidates, ``(block, its number)`` in
+    turn, into the state carried by the queries; each block sees the state the blocks before
+    it left, as chained passes would.
+
+    One ``mapInPandas`` for the chain, so one Python worker per task holds the chain's
+    blocks and indexes (one worker per block, taken from Spark's pool in any order, would
+    each keep one index and build it again whenever a task handed it another block).
 
     With a block summary, only the queries whose reach the block's lower bound
     does not exceed search it (``VISITS`` counts them), and not those whose
     home block it is (the first job folded it); the block cannot change the
     others' results, so skipping it is exact.
     """
+    blocks = list(blocks)
+    chain = frozenset(block.token for block, _ in blocks)
+
+    def fold_block(pdf, block, b):
+        qids = pdf[ID].to_numpy(dtype=np.int64)
+        Q = encode_queries(pdf, variables, block)
+        if block.summary is None:
+            keep = np.ones(len(pdf), dtype=bool)
+        else:
+            keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf)) & (pdf[HOME].to_numpy() != b)
+        if keep.any():  # (the index only for a block some query searches)
+            index = _index_of(block, space, chain)
+            before = index.work.copy()
+            if keep.all():
+                fold.step(index, Q, qids, salt, pdf)
+            else:
+                # only what the fold reads and writes, not the variables
+                read = [*fold.carry, *(c for c, _ in fold.first_state if c in pdf.columns)]
+                sub = pdf.loc[keep, [*fold.columns, *read]].reset_index(drop=True)
+                fold.step(index, Q[keep], qids[keep], salt, sub)
+                for c in fold.columns:
+                    pdf.loc[keep, c] = sub[c].to_numpy()
+            add_work(pdf, index, before)
+        pdf[VISITS] = pdf[VISITS].to_numpy() + keep
+
     def run(batches):
         for pdf in _rechunk(batches, QUERY_CHUNK):
-            qids = pdf[ID].to_numpy(dtype=np.int64)
-            Q = encode_queries(pdf, variables, block)
-            if block.summary is None:
-                keep = np.ones(len(pdf), dtype=bool)
-            else:
-                keep = ~(lower_bounds(Q, block.summary, space) > fold.reach(pdf)) & (pdf[HOME].to_numpy() != b)
-            if keep.any():  # (the index only for a block some query searches)
-                index = _index_of(block, space)
-                before = index.work.copy()
-                if keep.all():
-                    fold.step(index, Q, qids, salt, pdf)
-                else:
-                    # only what the fold reads and writes, not the variables
-                    read = [*fold.carry, *(c for c, _ in fold.first_state if c in pdf.columns)]
-                    sub = pdf.loc[keep, [*fold.columns, *read]].reset_index(drop=True)
-                    fold.step(index, Q[keep], qids[keep], salt, sub)
-                    for c in fold.columns:
-                        pdf.loc[keep, c] = sub[c].to_numpy()
-                add_work(pdf, index, before)
-            pdf[VISITS] = pdf[VISITS].to_numpy() + keep
+            for block, b in blocks:
+                fold_block(pdf, block, b)
             yield pdf
 
     return queries.mapInPandas(run, schema)

@@ -4,10 +4,10 @@ The queries stay partitioned across the executors. The candidates are cut
 into blocks of about ``search.block_size`` records; the driver fetches one
 block at a time and ships it to the executors inside the closure of a
 ``mapInPandas`` over the queries (no ``sparkContext``, so Spark Connect
-works). The queries carry their state from pass to pass: each pass folds one
-block into it with the exact index of ``kernels.index`` (the state of earlier
-blocks tightens its pruning). Up to ``CHAIN`` passes are pipelined in one
-Spark job; the states of several such chains are merged exactly in Spark
+works). The queries carry their state from block to block: a pass folds a
+chain of up to ``CHAIN`` blocks into it in turn, one Spark job, with the
+exact index of ``kernels.index`` (the state of earlier blocks tightens its
+pruning); the states of several such chains are merged exactly in Spark
 (``merge_states``). The queries never reach the driver.
 
 Blocks by locality. With more than one block, the blocks are ranges of the
@@ -285,10 +285,9 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
                      run.settings.block_size, run.fetch, run.settings.plain_below)
     try:
         while batch := list(itertools.islice(pieces, CHAIN)):
-            state = initial
-            for block, n_rows, b in batch:
-                state = _pass(state, block, b, run.variables, run.space, run.salt, initial.schema, run.fold)
-                run.done += n_rows
+            state = _pass(initial, [(block, b) for block, _, b in batch], run.variables, run.space, run.salt,
+                          initial.schema, run.fold)
+            run.done += sum(n_rows for _, n_rows, _ in batch)
             # (the kernels' work stays in the chain: a select of a cached frame would be what the
             # caller unpersists, and the cache would stay)
             chain, rows, _ = _materialize(state.select(ID, *WORK, *run.fold.columns), run.remote, run.work)
@@ -358,8 +357,9 @@ def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
                 state = later.filter(need.wanted(sorted({b for _, _, b in batch})))
                 for block, n_rows, b in batch:
                     need.check(b, block)
-                    state = _pass(state, block, b, run.variables, run.space, run.salt, later.schema, run.fold)
                     run.done += n_rows
+                state = _pass(state, [(block, b) for block, _, b in batch], run.variables, run.space, run.salt,
+                              later.schema, run.fold)
                 chain, marked, v = _materialize(state.select(ID, VISITS, *WORK, *run.fold.columns), run.remote,
                                                 run.work)
                 read += marked
