@@ -1,6 +1,6 @@
 """What a pass does with a block (``engine.search``): the ``Fold`` of a search (``NEAREST``:
-the top-2 state; ``WITHIN``: counts within a radius), one pass of a block over the
-queries in a ``mapInPandas`` (``_pass``, a chain of blocks in turn, their indexes kept per Python worker),
+the top-2 state; ``WITHIN``: counts within a radius), one pass of a chain of blocks over
+the queries in a ``mapInPandas`` (``_pass``, the blocks in turn, their indexes kept per Python worker),
 the marks of the blocks a query must search next (``_mark``), the exact merges of the
 states of several chains (``merge_states``, ``merge_within``), and the radii
 (``pair_distances``)."""
