@@ -129,6 +129,28 @@ def _sum_at(Q, QC, q, cols, ranges, nv, p):
     return s
 
 
+@njit(cache=_CACHE, inline="always")
+def _sum_row(Q, q, P, kind, ranges, nv, p):
+    """``_sum_at`` from the point's row of ``P`` (points x |V|, as the index holds them: a
+    categorical as the block's code, null as NaN), for a search that meets points one at a
+    time in no order (``kernels.mismatch``): one or two cache lines a point where the columns
+    take one a variable. The same terms in the same order, so the same bits: equal codes are
+    equal values, null equals null, and a query value no point has (-1) equals none."""
+    s = 0.0
+    for v in range(nv):
+        x = Q[q, v]
+        y = P[p, v]
+        k = kind[v]
+        if k == CAT:
+            s += 0.0 if (x == y) | ((x != x) & (y != y)) else 1.0
+            continue
+        if (x != x) | (y != y):
+            s += 0.0 if ((x != x) & (y != y)) else 1.0
+        elif k == NUM:
+            s += abs(x - y) / ranges[v]
+    return s
+
+
 @njit(cache=_CACHE, **NO_REFCOUNT)
 def _flat_tiles(Q, QC, qsel, sq, cols, ranges, nv, members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, skip,
                 work, dist, miss, near):

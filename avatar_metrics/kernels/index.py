@@ -378,7 +378,7 @@ class CandidateIndex:
             _flat(Q, QC, qs, sq, self.cols, *args[2:6], *fold, cap, 0, self.work)
         elif way == "mismatch":
             tables = self.mismatch()
-            rest = walk(tables, Q, QC, qs, sq, self.cols, args[2], args[3], args[4], args[5], fold, cap, self.work)
+            rest = walk(tables, Q, QC, qs, sq, args[0], self.cols, args[2], args[3], args[4], args[5], fold, cap, self.work)
             if rest.size:  # past the last level: the plain scan of the points not walked
                 _flat(Q, QC, rest, sq, self.cols, *args[2:6], *fold, cap, tables.levels + 1, self.work)
         else:

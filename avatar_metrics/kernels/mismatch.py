@@ -45,7 +45,7 @@ from math import comb
 import numpy as np
 from numba import njit
 
-from .flat import Columns, _reach, _sum_at
+from .flat import Columns, _reach, _sum_row
 from .keyed import JIT_CACHE as _CACHE
 from .profiles import _code_hashes  # a hash of (variable, code) per row and categorical variable
 from .terms import NO_REFCOUNT, WITHIN, _fold
@@ -158,11 +158,21 @@ def _build(gterm, gfull, wild, bits, gbits, boff, gids):
         boff[t, 0] = 0
 
 
-def walk(tables: MismatchTables, Q, QC, qs, sq, cols, ranges, nv, members, moff, fold, cap, work) -> np.ndarray:
+@njit(cache=_CACHE, inline="always")
+def _walk_reach(q, mode, lim, n1, n2, nv, cap):
+    """Query q's reach (``flat._reach``), or -1 once a count within a radius is past its cap."""
+    if mode == WITHIN and n1[q] > cap and n2[q] > 0:
+        return -1.0
+    return _reach(lim[q], nv)
+
+
+def walk(tables: MismatchTables, Q, QC, qs, sq, P, cols, ranges, nv, members, moff, fold, cap, work) -> np.ndarray:
     """Fold the points of at most ``tables.levels`` mismatches into the queries ``qs`` by the
     walk; returns the queries that must finish with the plain scan (their reach is past the
-    last level). ``fold``: (mode, a, lim, n1, n2, bkey, bcid); ``work``: [distances evaluated,
-    candidates looked up], added to. One compiled call for all the queries."""
+    last level). ``P``: the block's points row by row (``CandidateIndex.P``; the distances
+    are taken from it, ``flat._sum_row``), ``cols`` the same points column by column.
+    ``fold``: (mode, a, lim, n1, n2, bkey, bcid); ``work``: [distances evaluated, candidates
+    looked up], added to. One compiled call for all the queries."""
     qs = np.ascontiguousarray(qs, dtype=np.int64)
     if tables.levels < 0 or qs.size == 0:
         return qs
@@ -172,33 +182,55 @@ def walk(tables: MismatchTables, Q, QC, qs, sq, cols, ranges, nv, members, moff,
     rest = np.zeros(qs.size, dtype=np.bool_)
     _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, tables.bits, tables.gbits, tables.gcodes, tables.gpts,
           tables.goff,
-          sq, cols, ranges, nv, members, moff, *fold, cap, work, rest)
+          sq, P, cols.kind, ranges, nv, members, moff, *fold, cap, work, rest, np.empty(qs.size),
+          np.empty(qs.size, np.int64), np.empty(qs.size, np.uint32), np.empty(qs.size, np.int64),
+          np.empty(qs.size, np.int64))
     return qs[rest]
 
 
 @njit(cache=_CACHE, **NO_REFCOUNT)
-def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gbits, gcodes, gpts, goff, sq, cols, ranges, nv,
-          members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, work, rest):
+def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gbits, gcodes, gpts, goff, sq, P, kind, ranges, nv,
+          members, moff, mode, a, lim, n1, n2, bkey, bcid, cap, work, rest, reach, act, fps, blo, bhi):
     """Each query of ``qs`` (its hashes: row i of ``qterm``, ``qfull``) level by level: per wild
     set W, one bucket; a group of the bucket whose codes equal the query's outside W and differ
     on all of W is evaluated point by point, while the level is within the query's reach.
-    ``rest[i]``: query i's reach is past the last level (it must finish with the scan)."""
+    ``rest[i]``: query i's reach is past the last level (it must finish with the scan).
+    ``reach``: scratch, each query's reach (-1 once past its cap), taken again after a fold;
+    ``act``, ``fps``, ``blo``, ``bhi``: scratch, a table's queries, their fingerprints and
+    buckets."""
     C = gcodes.shape[1]
     levels = start.shape[0] - 2
     shift = np.uint64(64 - bits)
     low = np.uint32((1 << gbits) - 1) if gbits < 32 else np.uint32(0xFFFFFFFF)
-    for i in range(qs.shape[0]):
-        q = qs[i]
-        for w in range(levels + 1):
-            for t in range(start[w], start[w + 1]):
-                if w > _reach(lim[q], nv) or (mode == WITHIN and n1[q] > cap and n2[q] > 0):
-                    break
+    # table by table, every query in turn, in two loops: the first finds each query's bucket
+    # and reads its bounds, the second reads the buckets' entries. Query by query, every lookup
+    # waited on memory before the next began; in a loop of independent lookups the core has
+    # many under way at once. Each query meets the tables in the same order as query by
+    # query, and its state depends on its own folds only, so it evaluates the same points
+    # in the same order
+    nq = qs.shape[0]
+    for i in range(nq):
+        reach[i] = _walk_reach(qs[i], mode, lim, n1, n2, nv, cap)
+    for w in range(levels + 1):
+        for t in range(start[w], start[w + 1]):
+            m = 0
+            for i in range(nq):
+                if w > reach[i]:
+                    continue
                 k = qfull[i]
                 for j in range(w):
                     k -= qterm[i, wild[t, j]]
                 b = np.int64(k >> shift)
-                f = _fingerprint(k, bits, gbits)
-                for e in range(boff[t, b], boff[t, b + 1]):
+                act[m] = i
+                fps[m] = _fingerprint(k, bits, gbits)
+                blo[m] = boff[t, b]
+                bhi[m] = boff[t, b + 1]
+                m += 1
+            for r in range(m):
+                i = act[r]
+                q = qs[i]
+                f = fps[r]
+                for e in range(blo[r], bhi[r]):
                     entry = gids[t, e]
                     work[1] += 1
                     if gbits < 32 and (entry >> np.uint32(gbits)) != f:
@@ -218,8 +250,11 @@ def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gbits, gcodes,
                     for x in range(goff[g], goff[g + 1]):
                         p = gpts[x]
                         work[0] += 1
-                        d = _sum_at(Q, QC, q, cols, ranges, nv, p) / nv
+                        d = _sum_row(Q, q, P, kind, ranges, nv, p) / nv
                         if d > a[q] and d >= lim[q]:
                             continue
                         _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
+                        reach[i] = _walk_reach(q, mode, lim, n1, n2, nv, cap)
+    for i in range(qs.shape[0]):
+        q = qs[i]
         rest[i] = levels + 1 <= _reach(lim[q], nv) and not (mode == WITHIN and n1[q] > cap and n2[q] > 0)
