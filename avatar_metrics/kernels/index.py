@@ -85,6 +85,7 @@ from .gower import NO_KEY, Space, State
 from .keyed import query_salts
 from .flat import _flat, columns, query_codes
 from .mismatch import TABLE_BYTES, MismatchTables, walk
+from .plain import Within, _start_state, plain_search, plain_within  # noqa: F401 (the plain kernel, here too)
 from .profiles import _code_hashes, _profiles, _rows_as_bytes, _walk_profiles
 from .terms import NEAREST, NEAREST1, NO_CAP, WITHIN
 from .trees import _boxes, _kd_tree, _outer_summaries, _outer_tree, _within_outer
@@ -108,8 +109,9 @@ class Tuning:
     race_decide: int = 15  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8)
     race_early: int = 3  # after which a race stops whose slow way has cost more than the whole sample by the other
     race_margin: float = 2.0
-    # the index where the race dropped it by at most race_explore times (``_index_at_scale``): the
-    # first call of a kind with twice race_explore_queries queries or more times it on that many
+    # the nearest by the index where the race dropped it by at most race_explore times
+    # (``_index_at_scale``): the first call of a kind with twice race_explore_queries queries or
+    # more times it on that many
     race_explore: float = 8.0
     race_explore_queries: int = 2048
     race_explore_slack: float = 1.25
@@ -119,21 +121,6 @@ class Tuning:
 
 
 TUNING = Tuning()
-
-
-@dataclass
-class Within:
-    """Counts of a search within per-query radii; blocks' counts add up, winners take the min."""
-
-    le: np.ndarray  # candidates at distance <= radius
-    lt: np.ndarray  # candidates at distance < radius
-    key: np.ndarray  # smallest (tie key, id) among the candidates exactly at the radius
-    cid: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int) -> "Within":
-        return cls(le=np.zeros(n, dtype=np.int64), lt=np.zeros(n, dtype=np.int64),
-                   key=np.full(n, NO_KEY, dtype=np.int64), cid=np.full(n, -1, dtype=np.int64))
 
 
 class CandidateIndex:
@@ -363,16 +350,19 @@ class CandidateIndex:
             for mine, theirs in zip(fold[1:], scratch[how][1:]):  # the sample done: the winner's states
                 mine[taken] = theirs[taken]
             rest = np.setdiff1d(rest, taken, assume_unique=True)  # the sample's rest too
-            if how != "index" and "index" in ways and spent["index"] <= race.race_explore * spent[how]:
+            if (fold[0] != WITHIN and how != "index" and "index" in ways
+                    and spent["index"] <= race.race_explore * spent[how]):
                 rest = self._index_at_scale(Q, QC, rest, sq, args, fold, cap, how, key)
         way = how if how in ("flat", "mismatch") else "index"  # "auto" with too few queries to race: the index
         self.choices[way] = self.choices.get(way, 0) + 1
         self._by(way, Q, QC, rest, sq, args, fold, cap)
 
     def _index_at_scale(self, Q, QC, rest, sq, args, fold, cap: int, how: str, key) -> np.ndarray:
-        """The index where the race dropped it but not by far. The index visits the groups once
-        per distinct categorical profile of a call's queries, so its cost per query falls as a
-        call holds more queries (on the default shape, a block of 250,000: 6.4 us a query in calls
+        """The index where the race dropped it but not by far, for the nearest (a count within a
+        radius walks a tree per query, whose cost per query a race measures as it is: on
+        census-shaped data, timing it on 2,048 queries of a band cost more than the band). The
+        index visits the groups once per distinct categorical profile of a call's queries, so
+        its cost per query falls as a call holds more queries (on the default shape, a block of 250,000: 6.4 us a query in calls
         of 512, 2.8 in calls of 32,768, where the walk stays at 4 to 4.6): a race on a few dozen
         queries cannot see it. So the first time for each kind of call (``key``), the index and
         the race's pick each take race_explore_queries of the queries, and the index takes the
@@ -485,47 +475,3 @@ def _warm_up() -> None:
     for how in ("index", "flat", "mismatch"):
         index.search(Q, qids, 0, how=how)
         index.within(Q, qids, 0, np.array([0.5, 1.0]), how=how)
-
-
-def plain_search(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
-                 state: State | None = None, first_only: bool = False) -> State:
-    """The plain compiled kernel: every candidate for every query, no index (the
-    benchmark's baseline, and what the index is checked against)."""
-    nq = Q.shape[0]
-    st = _start_state(nq, state)
-    if nq and C.shape[0]:
-        cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
-        _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              NEAREST1 if first_only else NEAREST, st.d1, st.d2, st.n1, np.zeros(nq, dtype=np.int64), st.key, st.cid, NO_CAP, 0, np.zeros(2, dtype=np.int64))
-    return st
-
-
-def plain_within(Q: np.ndarray, qids: np.ndarray, C: np.ndarray, cids: np.ndarray, space: Space, salt: int,
-                 radius: np.ndarray) -> Within:
-    """``CandidateIndex.within`` by the plain compiled kernel."""
-    nq = Q.shape[0]
-    out = Within.empty(nq)
-    if nq and C.shape[0]:
-        cols, QC, members, moff, sq, ranges, Q = _plain_args(Q, qids, C, cids, space, salt)
-        r = np.ascontiguousarray(radius, dtype=np.float64)
-        _flat(Q, QC, np.arange(nq, dtype=np.int64), sq, cols, ranges, space.n_vars, members, moff,
-              WITHIN, r, r, out.le, out.lt, out.key, out.cid, NO_CAP, 0, np.zeros(2, dtype=np.int64))
-    return out
-
-
-def _start_state(nq: int, state: State | None) -> State:
-    """A fresh state, or a copy of the one carried in (the caller's arrays stay as they were)."""
-    if state is None:
-        return State.empty(nq)
-    return State(*(np.array(getattr(state, f)) for f in ("d1", "d2", "n1", "cid", "key")))
-
-
-def _plain_args(Q, qids, C, cids, space, salt):
-    P = np.ascontiguousarray(np.where(np.isnan(C), np.nan, C), dtype=np.float64).reshape(-1, space.n_vars)
-    members = np.ascontiguousarray(cids, dtype=np.int64)
-    moff = np.arange(members.size + 1, dtype=np.int64)
-    sq = query_salts(salt, np.asarray(qids, dtype=np.int64))
-    cols, levels = columns(P, space.is_cat, space.ranges)
-    Q = np.ascontiguousarray(np.where(np.isnan(Q), np.nan, Q), dtype=np.float64)
-    return (cols, query_codes(Q, space.is_cat, levels), members, moff, sq,
-            np.ascontiguousarray(space.ranges, dtype=np.float64), Q)
