@@ -174,15 +174,14 @@ from avatar_metrics.kernels.index import CandidateIndex  # noqa: E402
 HOWS = ("index", "flat", "mismatch", "auto")
 
 
-@pytest.fixture(params=["index-takes-the-rest", "pick-takes-the-rest"])
-def race_always(request):
+@pytest.fixture
+def race_always():
     # and stopped after its first query whenever the two ways' times differ: the rest of the
     # sample must still be searched by the winner. Where the race dropped the index, it and the
-    # race's pick each take one query, then the index takes the rest (or the pick does): the
-    # queries of each part must be searched once, by one way (``_index_at_scale``)
-    slack = 1e9 if request.param == "index-takes-the-rest" else 0.0
+    # race's pick each take one query, and the pick takes the rest (``_index_at_scale``; the
+    # index takes it in tests/test_mismatch.py): each query searched once, by one way
     return {"race_min_queries": 1, "race_decide": 1, "race_early": 1, "race_margin": 1.0,
-            "race_explore": 1e9, "race_explore_queries": 1, "race_explore_slack": slack}
+            "race_explore": 1e9, "race_explore_queries": 1, "race_explore_slack": 0.0}
 
 
 # the trees of boxes over large groups: as the job builds them (groups of 64 points or more, none in
