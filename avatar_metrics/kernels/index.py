@@ -354,7 +354,8 @@ class CandidateIndex:
                     and spent["index"] <= race.race_explore * spent[how]):
                 rest = self._index_at_scale(Q, QC, rest, sq, args, fold, cap, how, key)
         way = how if how in ("flat", "mismatch") else "index"  # "auto" with too few queries to race: the index
-        self.choices[way] = self.choices.get(way, 0) + 1
+        if rest.size:  # (none left when the index took them at scale)
+            self.choices[way] = self.choices.get(way, 0) + 1
         self._by(way, Q, QC, rest, sq, args, fold, cap)
 
     def _index_at_scale(self, Q, QC, rest, sq, args, fold, cap: int, how: str, key) -> np.ndarray:
@@ -362,12 +363,13 @@ class CandidateIndex:
         radius walks a tree per query, whose cost per query a race measures as it is: on
         census-shaped data, timing it on 2,048 queries of a band cost more than the band). The
         index visits the groups once per distinct categorical profile of a call's queries, so
-        its cost per query falls as a call holds more queries (on the default shape, a block of 250,000: 6.4 us a query in calls
-        of 512, 2.8 in calls of 32,768, where the walk stays at 4 to 4.6): a race on a few dozen
-        queries cannot see it. So the first time for each kind of call (``key``), the index and
-        the race's pick each take race_explore_queries of the queries, and the index takes the
-        rest when it was at most race_explore_slack times as slow on them; later calls of that
-        kind do what the first decided. Folds the queries it took; returns the others."""
+        its cost per query falls as a call holds more queries (the default shape, a block of
+        250,000: 6.4 us a query in calls of 512, 2.8 in calls of 32,768, where the walk stays at
+        4 to 4.6): a race on a few dozen queries cannot see it. So the first time for each kind
+        of call (``key``), the index and the race's pick each take race_explore_queries of the
+        queries, and the index takes the rest when it was at most race_explore_slack times as
+        slow on them; later calls of that kind do what the first decided. Folds the queries it
+        took; returns the others (none when the index took them)."""
         race = self.tuning
         m = race.race_explore_queries
         seen = self._seen.get(key)
@@ -378,7 +380,6 @@ class CandidateIndex:
             t_index = self._timed("index", Q, QC, mine, sq, args, fold, cap)
             t_how = self._timed(how, Q, QC, theirs, sq, args, fold, cap)
             seen = self._seen[key] = t_index <= race.race_explore_slack * t_how
-            self.choices["index" if seen else how] = self.choices.get("index" if seen else how, 0) + 1
             rest = rest[2 * m:]
         if seen:
             self.choices["index"] = self.choices.get("index", 0) + 1
