@@ -255,6 +255,5 @@ def _walk(Q, QC, qs, qterm, qfull, start, wild, boff, gids, bits, gbits, gcodes,
                             continue
                         _fold(mode, q, p, d, members, moff, sq[q], a, lim, n1, n2, bkey, bcid)
                         reach[i] = _walk_reach(q, mode, lim, n1, n2, nv, cap)
-    for i in range(qs.shape[0]):
-        q = qs[i]
-        rest[i] = levels + 1 <= _reach(lim[q], nv) and not (mode == WITHIN and n1[q] > cap and n2[q] > 0)
+    for i in range(nq):
+        rest[i] = levels + 1 <= reach[i]  # (-1 past the cap)
