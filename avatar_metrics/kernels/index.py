@@ -81,7 +81,7 @@ from typing import Callable
 
 import numpy as np
 
-from .gower import NO_KEY, Space, State
+from .gower import Space, State
 from .keyed import query_salts
 from .flat import _flat, columns, query_codes
 from .mismatch import TABLE_BYTES, MismatchTables, walk
