@@ -6,7 +6,6 @@ carries a record value.
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -19,9 +18,7 @@ from pyspark.sql import types as T
 from .config import Config
 from .errors import ConfigError, InputError
 from .io import (ID, KEY, RESERVED_PREFIX, cache_plain, check_input_order, col, column_name, csv_roles,
-                 with_position)
-
-log = logging.getLogger(__name__)
+                 with_positions)
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -432,12 +429,14 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         check_key_types(raws, cfg.row_key)
     tables = {}
     try:
-        for role, raw in raws:
+        for role, raw in raws if cfg.row_key is None else ():
+            check_input_order(raw, role)  # before the positions, all the tables' in one action
+        placed = with_positions([raw for _, raw in raws]) if cfg.row_key is None else [None] * len(raws)
+        for (role, raw), positioned in zip(raws, placed):
             if cfg.row_key is not None:
                 df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, exact)
             else:
-                check_input_order(raw, role)
-                df = _clean(with_position(raw), variables, F.col(ID), exact=exact)
+                df = _clean(positioned, variables, F.col(ID), exact=exact)
             tables[role] = cache_plain(df)
         # one action fills the caches and counts: the positions' first pass reads no column, and
         # counting there would decode the whole table once more (census-shaped, 1,000,000: 6 s)

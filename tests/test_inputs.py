@@ -58,6 +58,27 @@ def test_position_is_input_order_whatever_the_split(spark, tmp_path, fmt, local_
     assert seen[0] == list(range(3000)) and seen[1] == seen[0]
 
 
+def test_positions_of_several_tables_in_one_action(spark, tmp_path):
+    # the inputs' positions come from one action over the tables: each keeps its own input order,
+    # whatever the other tables' files and splits (a parquet of 4 files, a CSV, a local frame)
+    sizes = (1200, 700, 300)
+    pq = read_table(spark, TableSpec(path=write_parts(frame(sizes[0]).assign(seq=np.arange(sizes[0])),
+                                                       tmp_path / "p", 4), format="parquet"), "originals")
+    cs = read_table(spark, TableSpec(path=write_parts(frame(sizes[1]).assign(seq=np.arange(sizes[1])),
+                                                       tmp_path / "c", 2, "csv"), format="csv"), "avatars")
+    local = spark.createDataFrame(frame(sizes[2]).assign(seq=np.arange(sizes[2]))).repartition(1)
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "4000")  # many splits per file
+        tables = io.with_positions([pq, cs, local])
+        for t, n in zip(tables, sizes):
+            pdf = t.select(ID, "seq").toPandas().sort_values(ID)
+            assert pdf[ID].tolist() == list(range(n)) and pdf["seq"].tolist() == list(range(n))
+    finally:
+        spark.conf.set(key, old)
+
+
 def test_positional_alignment_across_files(spark, tmp_path):
     O, A = frame(40, 1), frame(40, 2)
     A.loc[::3] = O.loc[::3].to_numpy()
