@@ -86,7 +86,7 @@ class Inputs:
     row_key: str | None
     stats: dict[str, TableStats] = field(default_factory=dict)  # per table role
     aligned: bool = True  # avatar i made from original i (configuration key avatars_aligned)
-    shared: dict = field(default_factory=dict)  # cached frames several metrics share (released with the inputs)
+    shared: dict = field(default_factory=dict)  # what several metrics share: cached frames (released with the inputs), counts
     # query_sample (spec: "Sampled queries"): a boolean column of any table with ID, true for
     # the sampled originals, and how many; None: every original is a query (exact)
     sample_mark: Column | None = None
@@ -495,5 +495,6 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
 
 def release(inputs: Inputs) -> None:
     for df in [df for _, df in inputs.tables()] + list(inputs.shared.values()):
-        df.unpersist()
+        if hasattr(df, "unpersist"):
+            df.unpersist()
     inputs.shared.clear()

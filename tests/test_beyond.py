@@ -131,3 +131,35 @@ def test_a_median_at_the_cap_reads_at_least():
     d = {"uncloaked": 0.0, "cap": 10, "median_at_cap": True}
     assert "the median is at that cap, so it is at least that" in reading({"value": 10, "details": d})
     assert "cap" not in reading({"value": 9, "details": {**d, "median_at_cap": False}})
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+@pytest.mark.parametrize("sampled", [True, False])
+def test_one_tally_serves_both_metrics(spark, monkeypatch, grouped, sampled):
+    """The Hidden Rate's and the Local Cloaking's counts from the per-original table, by values
+    (one action, a cap below ``GROUPED_BELOW``) or by the aggregate and the counted percentiles (a
+    larger cap): both ways give the figures numpy gives, the median a midpoint of two values."""
+    from avatar_metrics.metrics import local_cloaking as lc_module
+    from avatar_metrics.stats import median_interval
+
+    if not grouped:
+        monkeypatch.setattr(lc_module, "GROUPED_BELOW", 0)
+    rng = np.random.default_rng(5)
+    cap = 25
+    lc = np.minimum(rng.geometric(0.08, 400) - 1, cap)  # ties everywhere, some at the cap, values past 19
+    lc[:3] = 0
+    lc[:200], lc[200:] = np.minimum(lc[:200], 8), np.maximum(lc[200:], 11)  # two middle values apart
+    hit = rng.random(400) < 0.3
+    per = spark.createDataFrame(pd.DataFrame({"id": np.arange(400), "local_cloaking": lc,
+                                              "local_cloaking_capped": lc >= cap, "hidden_hit": hit}))
+    t = lc_module.tally(per, cap, sampled=sampled)
+    s = np.sort(lc)
+    assert (t.n, t.hits, t.zero, t.capped, t.lost) == (400, hit.sum(), (lc == 0).sum(), (lc == cap).sum(), 0)
+    assert t.median == (s[199] + s[200]) / 2  # ranks floor and ceil of (400 - 1) / 2
+    assert t.bins == [int((np.minimum(lc, lc_module.BINS - 1) == b).sum()) for b in range(lc_module.BINS)]
+    if sampled:
+        values, counts = np.unique(lc, return_counts=True)
+        assert t.by_value == list(zip(values.tolist(), counts.tolist()))
+        assert median_interval(t.by_value) == median_interval(list(zip(values.tolist(), counts.tolist())))
+    else:
+        assert t.by_value is None

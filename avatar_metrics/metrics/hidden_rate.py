@@ -12,8 +12,6 @@ j(i) = i exactly when no avatar is closer than a_i and a_i has the smallest
 
 from __future__ import annotations
 
-from pyspark.sql import functions as F
-
 from ..config import Config
 from ..io import ID, persist
 from ..plots import bars_svg, figure
@@ -32,7 +30,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         return not_aligned(target)
     per = cloaking(inputs, cfg)
     n = inputs.n_queries
-    hits = int(per.agg(F.count(F.when(F.col("hidden_hit"), 1)).alias("h")).collect()[0]["h"])
+    hits = inputs.shared["cloaking_tally"].hits
     result = MetricResult.ok(100.0 * (1.0 - hits / n), target, {"hits": hits, "n": n, **rate_details(inputs, hits, n)})
     if cfg.records:
         result.records = persist(per.select(ID, "hidden_hit"))

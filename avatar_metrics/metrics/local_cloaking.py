@@ -22,6 +22,8 @@ metric reports ``min(LC_i, K)``, exact whatever the search skipped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -30,7 +32,7 @@ from ..engine.aggregate import midpoint_percentiles
 from ..engine.folds import pair_distances
 from ..engine.search import within
 from ..io import ID, persist
-from ..stats import Estimate, median_interval
+from ..stats import Estimate, median_interval, midpoint_ranks
 from ..plots import figure, histogram_svg
 from .base import MetricResult
 from ..schema import Inputs, ranges_of
@@ -42,7 +44,8 @@ BINS = 20  # counts 0..18 each in a bin of their own, 19 and more in the last
 
 
 def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
-    """ID, ``local_cloaking`` (LC_i) and ``hidden_hit`` per original; computed once per run."""
+    """ID, ``local_cloaking`` (LC_i) and ``hidden_hit`` per original; computed once per run (cached;
+    ``tally`` fills the cache)."""
     if "cloaking" not in inputs.shared:
         variables = inputs.typed()
         ranges = ranges_of(inputs.stats_of("originals", "avatars"), variables)
@@ -57,10 +60,76 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
             (F.col("le") - 1 >= cap).alias("local_cloaking_capped"),
             ((F.col("lt") == 0) & (F.col("cid") == F.col(ID))).alias("hidden_hit"),
         ))
-        out.count()
+        inputs.shared["cloaking_tally"] = tally(out, cap, sampled=inputs.n_sampled is not None)
         counts.unpersist()
         inputs.shared["cloaking"] = out
     return inputs.shared["cloaking"]
+
+
+# Caps below which the counts of each value of LC_i (at most cap + 1 of them, twice: hit or not)
+# come to the driver, one action for both metrics; a larger cap takes an aggregate and the
+# percentiles by counting (``engine.aggregate``), which bring no more than their buckets
+GROUPED_BELOW = 100_000
+
+
+@dataclass
+class Tally:
+    """What the Hidden Rate and the Local Cloaking report of the per-original table."""
+
+    n: int  # originals counted
+    hits: int
+    zero: int
+    capped: int
+    lost: int  # originals without their own avatar at their radius (LC_i < 0): must be 0
+    bins: list  # originals by LC_i, 0 .. BINS - 2 one bin each, the rest in the last
+    median: float | None
+    by_value: list | None  # (LC_i, originals) in order: a sampled run's interval around the median
+
+
+def tally(per: DataFrame, cap: int, sampled: bool) -> Tally:
+    """The counts both metrics need, from the first action on ``per`` (which fills its cache)."""
+    if cap < GROUPED_BELOW:  # counts per value: everything, exactly, in one action
+        rows = per.groupBy("local_cloaking", "hidden_hit").count().collect()
+        values: dict[int, int] = {}
+        hits = 0
+        for value, hit, k in rows:
+            values[int(value)] = values.get(int(value), 0) + int(k)
+            hits += int(k) if hit else 0
+        by_value = sorted(values.items())
+        n = sum(values.values())
+        median = None
+        if n:
+            lo, hi = midpoint_ranks(n, 50)
+            median = (_at(by_value, lo) + _at(by_value, hi)) / 2
+        return Tally(n=n, hits=hits, zero=values.get(0, 0), capped=values.get(cap, 0),
+                     lost=sum(k for v, k in by_value if v < 0),
+                     bins=[sum(k for v, k in by_value if min(v, BINS - 1) == b) for b in range(BINS)],
+                     median=median, by_value=by_value if sampled else None)
+    row = per.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(F.col("hidden_hit"), 1)).alias("hits"),
+        F.count(F.when(F.col("local_cloaking_capped"), 1)).alias("capped"),
+        F.count(F.when(F.col("local_cloaking") == 0, 1)).alias("zero"),
+        F.count(F.when(F.col("local_cloaking") < 0, 1)).alias("lost"),
+        *[F.count(F.when(F.least(F.col("local_cloaking"), F.lit(BINS - 1)) == b, 1)).alias(f"b{b}") for b in range(BINS)],
+    ).collect()[0]
+    (median,), _ = midpoint_percentiles(per, "local_cloaking", [50])
+    by_value = None
+    if sampled:  # (counts by value: at most cap + 1, and at most the originals' count)
+        by_value = sorted((int(r[0]), int(r[1])) for r in per.groupBy("local_cloaking").count().collect())
+    return Tally(n=int(row["n"]), hits=int(row["hits"]), zero=int(row["zero"]), capped=int(row["capped"]),
+                 lost=int(row["lost"]), bins=[int(row[f"b{b}"]) for b in range(BINS)], median=median,
+                 by_value=by_value)
+
+
+def _at(by_value: list, rank: int) -> float:
+    """The value of 0-based ``rank`` among the (value, count) pairs, in order."""
+    seen = 0
+    for value, k in by_value:
+        seen += k
+        if seen > rank:
+            return float(value)
+    raise RuntimeError(f"local cloaking: rank {rank} is past the {seen} originals counted")
 
 
 def not_aligned(target: float) -> MetricResult:
@@ -73,30 +142,23 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     if not inputs.aligned:
         return not_aligned(target)
     per = cloaking(inputs, cfg)
+    t: Tally = inputs.shared["cloaking_tally"]
     n = inputs.n_queries
-    (median,), m = midpoint_percentiles(per, "local_cloaking", [50])
-    cap = cfg.local_cloaking_cap
-    row = per.agg(
-        F.count(F.when(F.col("local_cloaking_capped"), 1)).alias("capped"),
-        F.count(F.when(F.col("local_cloaking") == 0, 1)).alias("zero"),
-        F.count(F.when(F.col("local_cloaking") < 0, 1)).alias("lost"),
-        *[F.count(F.when(F.least(F.col("local_cloaking"), F.lit(BINS - 1)) == b, 1)).alias(f"b{b}") for b in range(BINS)],
-    ).collect()[0]
-    if m != n or row["lost"]:  # each original's own avatar is counted once, at its radius
-        raise RuntimeError(f"local cloaking: {m} of {n} originals counted, {row['lost']} without their own avatar")
+    if t.n != n or t.lost:  # each original's own avatar is counted once, at its radius
+        raise RuntimeError(f"local cloaking: {t.n} of {n} originals counted, {t.lost} without their own avatar")
+    median, cap = t.median, cfg.local_cloaking_cap
     sampled = {}
-    if inputs.n_sampled is not None:  # the order statistics around the median (counts by value: at most cap + 1)
-        by_value = per.groupBy("local_cloaking").count().collect()
-        lo, hi = median_interval(sorted((r[0], r[1]) for r in by_value))
+    if inputs.n_sampled is not None:  # the order statistics around the median
+        lo, hi = median_interval(t.by_value)
         sampled = Estimate(median, (lo, hi), n).details()
     result = MetricResult.ok(median, target, {
         "median": median,
-        "uncloaked": 100.0 * row["zero"] / n,
+        "uncloaked": 100.0 * t.zero / n,
         "n": n,
         "cap": cap,
-        "capped": int(row["capped"]),
+        "capped": t.capped,
         "median_at_cap": median == cap,
-        "histogram": {"lo": 0, "hi": BINS, "counts": [int(row[f"b{b}"]) for b in range(BINS)]},
+        "histogram": {"lo": 0, "hi": BINS, "counts": list(t.bins)},
         **sampled,
     })
     if cfg.records:
