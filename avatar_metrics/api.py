@@ -145,6 +145,9 @@ def evaluate(
             if m.records is not None:
                 m.records.unpersist()
                 m.records = None
+            for df in m.holds:
+                df.unpersist()
+            m.holds = []
         release(inputs)
     timer.timings["total"] = time.perf_counter() - t0
 

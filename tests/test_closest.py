@@ -95,11 +95,15 @@ def test_per_record_results(spark, frames):
     O, A, H = frames
     rid = lambda df: df.assign(rid=np.arange(len(df)))
     halves = [["i_small", "cat2"], ["flag", "cat3"]]
+    cached = lambda: set(spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray())
+    before = cached()
     rep = evaluate(spark, to_spark(spark, rid(O), 2), to_spark(spark, rid(A), 3), None,
                    {"row_key": "rid", "linkability_halves": halves, "seed": 3},
                    only=["closest_rate", "linkability_protection_rate"])
+    assert len(cached() - before) == 1  # the records alone: what they were built from is released
     recs = rep.records.toPandas().set_index("rid").sort_index()
     rep.records.unpersist()
+    assert cached() <= before
     assert set(recs.columns).isdisjoint(KINDS)  # no variable values
     assert len(recs) == len(O)
     want = ref.closest(O, A, None, KINDS, seed=3)

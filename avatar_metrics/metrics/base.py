@@ -53,8 +53,11 @@ class MetricResult:
     computed: bool
     reason: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    # per-original results (a cached Spark DataFrame keyed by the record id), not in the JSON
+    # per-original results (a Spark DataFrame keyed by the record id), not in the JSON
     records: Any = field(default=None, repr=False, compare=False)
+    # cached frames the records read, kept until the run's records are built, then unpersisted (the
+    # records are computed once, in that step, rather than filled by an action of their own here)
+    holds: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def passed(self) -> bool | None:

@@ -185,19 +185,22 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         rec_tau, tau = carry(rec, {"d": tau_d, "r": tau_r})
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= tau["d"]) & (F.col("r_wa") <= tau["r"])
         at_risk = rec_tau.filter(risky).count()
-        if cfg.records:
-            records = persist(rec_tau.select(
+        if cfg.records:  # computed in the records step, from ``rec`` kept cached until then (``holds``)
+            records = rec_tau.select(
                 ID,
                 F.col("d_wa").alias("closest_d_wa"),
                 F.col("r_wa").alias("closest_r_wa"),
                 F.col("d_ho").alias("closest_d_ho"),
                 F.col("r_ho").alias("closest_r_ho"),
                 F.coalesce(risky, F.lit(False)).alias("closest_at_risk"),
-            ))
-            records.count()
+            )
+    except BaseException:
+        records = None
+        raise
     finally:
         for df in [rec, *results]:
-            if df is not None and not any(df is kept for kept in inputs.shared.values()):
+            if (df is not None and not any(df is kept for kept in inputs.shared.values())
+                    and not (records is not None and df is rec)):
                 df.unpersist()
         ref.release()
     details["at_risk"] = at_risk
@@ -206,7 +209,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         details["sampled"] = ref.n_queries
         details["ci95_thresholds"] = "fixed"  # the interval of at_risk/n takes tau_d and tau_r as given
     result = MetricResult.ok(100.0 * (1.0 - at_risk / n), target, details)
-    result.records = records
+    result.records, result.holds = records, ([rec] if records is not None else [])
     return result
 
 

@@ -13,7 +13,7 @@ j(i) = i exactly when no avatar is closer than a_i and a_i has the smallest
 from __future__ import annotations
 
 from ..config import Config
-from ..io import ID, persist
+from ..io import ID
 from ..plots import bars_svg, figure
 from .base import MetricResult
 from ..schema import Inputs
@@ -33,7 +33,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     hits = inputs.shared["cloaking_tally"].hits
     result = MetricResult.ok(100.0 * (1.0 - hits / n), target, {"hits": hits, "n": n, **rate_details(inputs, hits, n)})
     if cfg.records:
-        result.records = persist(per.select(ID, "hidden_hit"))
+        result.records = per.select(ID, "hidden_hit")  # from the cached table, released with the inputs
     return result
 
 

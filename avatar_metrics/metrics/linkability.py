@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from ..config import Config
 from ..engine.search import nearest
-from ..io import ID, persist
+from ..io import ID
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
 from .base import MetricResult
@@ -69,12 +69,11 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))
         pairs = a.join(b, ID)
-        if cfg.records:
-            records = persist(pairs.select(
+        if cfg.records:  # computed in the records step, from the searches kept until then (``holds``)
+            records = pairs.select(
                 ID,
                 (F.col("ca") == F.col("cb")).alias("lpr_linked"),
-            ))  # whether, never which avatar: it carries the original's known values (spec: "Small groups")
-            records.count()
+            )  # whether, never which avatar: it carries the original's known values (spec: "Small groups")
         row = pairs.agg(
             F.count(F.lit(1)).alias("n"),
             F.sum((F.col("ca") == F.col("cb")).cast("long")).alias("linked"),
@@ -83,13 +82,16 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             F.sum("na").alias("pairs_a"),
             F.sum("nb").alias("pairs_b"),
         ).collect()[0]
+        n = inputs.n_queries
+        if row["n"] != n:
+            raise RuntimeError(f"linkability searches returned {row['n']} of {n} originals")
+    except BaseException:
+        records = None
+        raise
     finally:
-        for r in results:
-            r.unpersist()
-
-    n = inputs.n_queries
-    if row["n"] != n:
-        raise RuntimeError(f"linkability searches returned {row['n']} of {n} originals")
+        if records is None:
+            for r in results:
+                r.unpersist()
     linked = int(row["linked"] or 0)
     tied = [int(row["pairs_a"] or 0), int(row["pairs_b"] or 0)]
     for half, pairs in zip(halves, tied):
@@ -113,7 +115,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             **rate_details(inputs, linked, n),
         },
     )
-    result.records = records
+    result.records, result.holds = records, results
     return result
 
 

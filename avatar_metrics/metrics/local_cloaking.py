@@ -162,7 +162,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         **sampled,
     })
     if cfg.records:
-        result.records = persist(per.select(ID, "local_cloaking", "local_cloaking_capped"))
+        result.records = per.select(ID, "local_cloaking", "local_cloaking_capped")  # (as the Hidden Rate)
     return result
 
 
