@@ -26,8 +26,9 @@ def protection(m: int, u: int, n: int) -> float:
     return 100.0 * (1.0 - (m * u) / (n * n))
 
 
-def distinct_values(df: DataFrame, names: list[str]) -> list[int]:
-    """Distinct values of each column, null counted as one value.
+def distinct_values(df: DataFrame, names: list[str]) -> DataFrame:
+    """Distinct values of each column, null counted as one value: rows (``i``, ``count``), the
+    column's index among ``names`` and its count (a column of no record has no row).
 
     One pass: every record becomes one narrow row per column (column index,
     and the value in the slot of its type), and Spark counts the distinct
@@ -45,12 +46,8 @@ def distinct_values(df: DataFrame, names: list[str]) -> list[int]:
         for name, typ in slots.items():
             fields.append((col(c).cast(typ) if name == slot else F.lit(None).cast(typ)).alias(name))
         parts.append(F.struct(*fields))
-    rows = (df.select(F.explode(F.array(*parts)).alias("p")).select("p.*").distinct()
-            .groupBy("i").count().collect())
-    out = [0] * len(names)
-    for r in rows:
-        out[r["i"]] = int(r["count"])
-    return out
+    return (df.select(F.explode(F.array(*parts)).alias("p")).select("p.*").distinct()
+            .groupBy("i").agg(F.count(F.lit(1)).cast("long").alias("count")))
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -68,10 +65,19 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     matches = o.join(a, ID).agg(
         F.count(F.lit(1)).alias("rows"),
         *[F.sum(F.col(f"o{i}").eqNullSafe(F.col(f"a{i}")).cast("long")).alias(f"m{i}") for i in range(len(names))],
-    ).collect()[0]
-    if matches["rows"] != n:  # prepare_inputs guarantees alignment; keep the check honest
-        raise RuntimeError(f"alignment joined {matches['rows']} of {n} records")
-    distinct = distinct_values(inputs.avatars, names)
+    )
+    # the matches and the distinct values in one action: rows (what, i, count), what 0 for the
+    # joined rows (i = -1) and the matches per column, 1 for the distinct values per column
+    per_column = matches.select(F.explode(F.array(
+        F.struct(F.lit(-1).alias("i"), F.col("rows").cast("long").alias("count")),
+        *[F.struct(F.lit(i).alias("i"), F.coalesce(F.col(f"m{i}"), F.lit(0)).cast("long").alias("count"))
+          for i in range(len(names))])).alias("p")).select(F.lit(0).alias("what"), "p.*")
+    rows = per_column.unionByName(distinct_values(inputs.avatars, names).select(F.lit(1).alias("what"), "i", "count"))
+    got = {(r["what"], r["i"]): int(r["count"]) for r in rows.collect()}
+    if got[(0, -1)] != n:  # prepare_inputs guarantees alignment; keep the check honest
+        raise RuntimeError(f"alignment joined {got[(0, -1)]} of {n} records")
+    matches = {f"m{i}": got[(0, i)] for i in range(len(names))}
+    distinct = [got.get((1, i), 0) for i in range(len(names))]
 
     columns = {}
     counts = {}
