@@ -227,11 +227,11 @@ def _collected(df: DataFrame, columns: Sequence[str], ranks: Mapping[tuple[str, 
     values: dict[int, list] = {}
     for row in rows:
         values.setdefault(row["j"], []).append((float(row["x"]), int(row["n"])))
-    return {key: _at_rank(sorted(values.get(columns.index(key[0]), [])), rank, key[0])
+    return {key: at_rank(sorted(values.get(columns.index(key[0]), [])), rank, key[0])
             for key, rank in ranks.items()}
 
 
-def _at_rank(ordered: Sequence[tuple[float, int]], rank: int, column: str) -> float:
+def at_rank(ordered: Sequence[tuple[float, int]], rank: int, column: str) -> float:
     """The value of 0-based ``rank`` among ``(value, count)`` pairs in increasing order."""
     seen = 0
     for x, n in ordered:
@@ -311,7 +311,7 @@ def _bucket_round(df: DataFrame, sought: dict, counting: Counting) -> dict:
         for j, part in enumerate(parts):
             ordered = sorted(values.get(j, []))
             for key, rank in collect[part]:
-                found[key] = _at_rank(ordered, rank, key[0])
+                found[key] = at_rank(ordered, rank, key[0])
     return found
 
 

@@ -62,13 +62,13 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     # Spark's choice of join (a sort-merge join at scale, which spills): a hash join forced here
     # built one side's partition in memory and failed at 10,000,000 census-shaped records
     # (UNABLE_TO_ACQUIRE_MEMORY, 4 GB driver, 8 partitions)
-    matches = o.join(a, ID).agg(
+    joined = o.join(a, ID).agg(
         F.count(F.lit(1)).alias("rows"),
         *[F.sum(F.col(f"o{i}").eqNullSafe(F.col(f"a{i}")).cast("long")).alias(f"m{i}") for i in range(len(names))],
     )
     # the matches and the distinct values in one action: rows (what, i, count), what 0 for the
     # joined rows (i = -1) and the matches per column, 1 for the distinct values per column
-    per_column = matches.select(F.explode(F.array(
+    per_column = joined.select(F.explode(F.array(
         F.struct(F.lit(-1).alias("i"), F.col("rows").cast("long").alias("count")),
         *[F.struct(F.lit(i).alias("i"), F.coalesce(F.col(f"m{i}"), F.lit(0)).cast("long").alias("count"))
           for i in range(len(names))])).alias("p")).select(F.lit(0).alias("what"), "p.*")

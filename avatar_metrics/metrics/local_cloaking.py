@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.aggregate import midpoint_percentiles
+from ..engine.aggregate import at_rank, midpoint_percentiles
 from ..engine.folds import pair_distances
 from ..engine.search import within
 from ..io import ID, persist
@@ -100,7 +100,7 @@ def tally(per: DataFrame, cap: int, sampled: bool) -> Tally:
         median = None
         if n:
             lo, hi = midpoint_ranks(n, 50)
-            median = (_at(by_value, lo) + _at(by_value, hi)) / 2
+            median = (at_rank(by_value, lo, "local_cloaking") + at_rank(by_value, hi, "local_cloaking")) / 2
         return Tally(n=n, hits=hits, zero=values.get(0, 0), capped=values.get(cap, 0),
                      lost=sum(k for v, k in by_value if v < 0),
                      bins=[sum(k for v, k in by_value if min(v, BINS - 1) == b) for b in range(BINS)],
@@ -120,16 +120,6 @@ def tally(per: DataFrame, cap: int, sampled: bool) -> Tally:
     return Tally(n=int(row["n"]), hits=int(row["hits"]), zero=int(row["zero"]), capped=int(row["capped"]),
                  lost=int(row["lost"]), bins=[int(row[f"b{b}"]) for b in range(BINS)], median=median,
                  by_value=by_value)
-
-
-def _at(by_value: list, rank: int) -> float:
-    """The value of 0-based ``rank`` among the (value, count) pairs, in order."""
-    seen = 0
-    for value, k in by_value:
-        seen += k
-        if seen > rank:
-            return float(value)
-    raise RuntimeError(f"local cloaking: rank {rank} is past the {seen} originals counted")
 
 
 def not_aligned(target: float) -> MetricResult:
