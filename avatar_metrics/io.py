@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -434,13 +435,17 @@ def cache_plain(df: DataFrame) -> DataFrame:
     session that refuses the change (a managed platform) caches as it would.
     """
     spark = df.sparkSession
-    try:
-        before = spark.conf.get(COMPRESSED, None)
-    except Exception:  # noqa: BLE001 - a setting the session will not even show: the default cache
-        return persist(df)
-    if not set_conf(spark, COMPRESSED, "false"):
-        return persist(df)
-    try:
-        return persist(df)
-    finally:
-        set_conf(spark, COMPRESSED, before)
+    with _SETTING:  # two lanes of metrics (api): one setting, put back by the one who changed it
+        try:
+            before = spark.conf.get(COMPRESSED, None)
+        except Exception:  # noqa: BLE001 - a setting the session will not even show: the default cache
+            return persist(df)
+        if not set_conf(spark, COMPRESSED, "false"):
+            return persist(df)
+        try:
+            return persist(df)
+        finally:
+            set_conf(spark, COMPRESSED, before)
+
+
+_SETTING = threading.Lock()

@@ -146,6 +146,7 @@ def figures(m: dict) -> list[str]:
 
 METRIC = Metric(
     key=KEY_NAME,
+    lane=1,
     title="Attribute Inference Protection",
     target=90,
     compute=compute,

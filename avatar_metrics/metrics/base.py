@@ -37,6 +37,9 @@ class Metric:
     # per-original columns finished once every metric's are joined (keys for ids, defaults)
     finish_records: Callable[["DataFrame", "Inputs"], "DataFrame"] | None = None
     figures: Callable[[dict], list[str]] = field(default=lambda m: [])  # HTML <figure>s for the page
+    # a small run computes the metrics of lane 0 and of lane 1 at once, each lane's in turn
+    # (``api``, "Two lanes"): metrics that share what they compute (``Inputs.shared``) share a lane
+    lane: int = 0
 
     def target_range(self) -> tuple[float, float]:
         return (0.0, 100.0) if self.unit == PERCENT else (0.0, 1e12)

@@ -245,6 +245,7 @@ def finish_records(records: DataFrame, inputs: Inputs) -> DataFrame:
 
 METRIC = Metric(
     key=KEY_NAME,
+    lane=1,
     title="Closest Rate",
     target=90,
     compute=compute,

@@ -125,6 +125,7 @@ def figures(m: dict) -> list[str]:
 
 METRIC = Metric(
     key=KEY_NAME,
+    lane=1,
     title="DCR Share Protection",
     target=90,
     compute=compute,

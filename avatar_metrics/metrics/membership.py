@@ -122,6 +122,7 @@ def figures(m: dict) -> list[str]:
 
 METRIC = Metric(
     key=KEY_NAME,
+    lane=1,
     title="Membership Inference Protection",
     target=90,
     compute=compute,
