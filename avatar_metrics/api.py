@@ -187,7 +187,7 @@ def evaluate(
 # holdout) in a second thread of the driver while the main thread computes lane 0's, each lane's
 # metrics in the registry's order. At these sizes most of a metric's time is the driver planning
 # each query while the executors wait; the other lane's jobs fill that wait (20,000 records: the
-# job 23.4 s against 31.2 s, the same report). Each metric's result is what it is alone: the
+# whole run 0.80 of the time in turn, side by side; docs/performance.md). Each metric's result is what it is alone: the
 # lanes share only the validated inputs, read-only. A larger run computes one metric at a time:
 # two searches at once would hold two blocks and their indexes in the workers. Classic Spark
 # only (Spark Connect runs every metric in turn).
