@@ -187,10 +187,10 @@ def evaluate(
 # holdout) in a second thread of the driver while the main thread computes lane 0's, each lane's
 # metrics in the registry's order. At these sizes most of a metric's time is the driver planning
 # each query while the executors wait; the other lane's jobs fill that wait (20,000 records: the
-# whole run 0.80 of the time in turn, side by side; docs/performance.md). Each metric's result is what it is alone: the
-# lanes share only the validated inputs, read-only. A larger run computes one metric at a time:
-# two searches at once would hold two blocks and their indexes in the workers. Classic Spark
-# only (Spark Connect runs every metric in turn).
+# whole run 0.80 of the time in turn, side by side; docs/performance.md). Each metric's result is
+# what it is alone: the lanes share only the validated inputs, read-only. A larger run (sampled or
+# not) computes one metric at a time: two searches at once would hold two blocks and their indexes
+# in the workers. Classic Spark only (Spark Connect runs every metric in turn).
 LANES_BELOW = 100_000
 
 
@@ -217,8 +217,7 @@ def _compute(spark: SparkSession, inputs: Inputs, cfg: Config, todo: list, timer
                 return
 
     sizes = [inputs.n_originals, inputs.n_avatars, inputs.n_holdout or 0]
-    if not (lanes[0] and lanes[1]) or max(sizes) > LANES_BELOW or cfg.query_sample is not None \
-            or is_connect(inputs.originals):
+    if not (lanes[0] and lanes[1]) or max(sizes) > LANES_BELOW or is_connect(inputs.originals):
         run(todo)
     else:
         from pyspark import InheritableThread  # the main thread's job group and properties carried over
