@@ -131,7 +131,8 @@ def evaluate(
         )
         _compute(spark, inputs, cfg, [m for m in declared.REGISTRY if m.key in asked], timer, computed)
         for metric in declared.REGISTRY:
-            result = computed.get(metric.key) or MetricResult.not_computed(cfg.targets[metric.key], NOT_ASKED)
+            result = (computed[metric.key] if metric.key in computed
+                      else MetricResult.not_computed(cfg.targets[metric.key], NOT_ASKED))
             # spec: every metric, asked for or not, carries ci95 (from a sample) and sampled (its number of
             # queries), or null; those that ask about holdout records or avatars sampled_holdout or
             # sampled_avatars too

@@ -14,7 +14,7 @@ from conftest import comparable, write_example_config
 
 def _fakes(spark, n=10):
     inputs = SimpleNamespace(n_originals=n, n_avatars=n, n_holdout=None, originals=spark.range(1))
-    return inputs, SimpleNamespace(query_sample=None)
+    return inputs, SimpleNamespace()  # (the configuration goes to the metrics alone)
 
 
 def _metric(key, lane, ran, fails=False):
