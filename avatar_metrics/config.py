@@ -61,7 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "metrics": None,
     "search": {
         # candidates shipped to the executors in one Spark pass (one block)
-        "block_size": 250_000,
+        "block_size": 1_000_000,
         # repartition the queries into this many partitions (null: as read)
         "query_partitions": None,
         # deprecated and ignored: every search of several blocks starts with the home job

@@ -31,10 +31,15 @@ state is the plain scan's, bit for bit.
 
 What it costs. A table is 4 bytes per group (its number, and the rest of the 32 bits a
 fingerprint) and 4 per bucket, about 6 bytes per group in all; the levels kept are
-as many as ``TABLE_BYTES`` allows, so an index of a block of B points holds at most about
-``TABLE_BYTES`` of tables, built in the Python worker where the block is searched, at the
-walk's first use (before a race times it). ``search.block_size`` bounds B, and with it the
-tables of one level; a smaller block keeps more levels in the same bytes.
+as many as ``TABLE_BYTES`` allows, and no more than ``MAX_TABLES`` tables, so an index of a
+block of B points holds at most about ``TABLE_BYTES`` of tables, built in the Python worker
+where the block is searched, at the walk's first use (before a race times it).
+``search.block_size`` bounds B, and with it the tables of one level; a smaller block keeps
+more levels in the same bytes, up to ``MAX_TABLES``. On census-shaped data (ten
+categoricals): a block of 1,000,000 keeps three levels (176 tables, 1.0 GiB), one of 200,000
+four (386 tables, 0.5 GiB); a fourth level at 1,000,000 would take 2.2 GiB, and the fifth
+and sixth that 200,000 points would fit in the same bytes made the whole report 1.4 times
+slower (a query of a wide reach reads one bucket per table of its levels).
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ from .keyed import JIT_CACHE as _CACHE
 from .profiles import _code_hashes  # a hash of (variable, code) per row and categorical variable
 from .terms import NO_REFCOUNT, WITHIN, _fold
 
-TABLE_BYTES = 640 * 2**20  # the tables one index may hold: the levels kept are those that fit
+TABLE_BYTES = 1152 * 2**20  # the tables one index may hold: the levels kept are those that fit
 MAX_LEVELS = 8  # and at most this many mismatches deep (beyond, the tables outnumber the points)
+MAX_TABLES = 400  # and at most this many tables in all (levels 0 to 4 of ten categoricals: 386)
 
 
 class MismatchTables:
@@ -86,7 +92,8 @@ class MismatchTables:
         self.gfull = self.gterm.sum(axis=0, dtype=np.uint64) if C else np.zeros(G, np.uint64)
         self.bits = max(1, int(np.log2(max(G, 2))))  # about two groups a bucket
         levels = 0
-        while levels + 1 <= min(C - 1, MAX_LEVELS) and self.bytes_to(levels + 1) <= table_bytes:
+        while (levels + 1 <= min(C - 1, MAX_LEVELS) and self.bytes_to(levels + 1) <= table_bytes
+               and sum(comb(C, k) for k in range(levels + 2)) <= MAX_TABLES):
             levels += 1
         self.levels = levels if C else -1  # the deepest level kept (-1: no categorical, the walk is the scan)
         self._tables: tuple[np.ndarray, ...] | None = None
