@@ -60,8 +60,9 @@ DEFAULTS: dict[str, Any] = {
     # the metrics to compute, by key (null: every one); the others are reported as not asked for
     "metrics": None,
     "search": {
-        # candidates shipped to the executors in one Spark pass (one block)
-        "block_size": 1_000_000,
+        # candidates shipped to the executors in one Spark pass (one block); null: automatic,
+        # one block up to ONE_BLOCK_UP_TO candidates, blocks of AUTO_BLOCK_SIZE beyond
+        "block_size": None,
         # repartition the queries into this many partitions (null: as read)
         "query_partitions": None,
         # deprecated and ignored: every search of several blocks starts with the home job
@@ -85,12 +86,31 @@ class TableSpec:
         return f"table {self.table}" if self.table else f"{self.format} file {self.path}"
 
 
+# ``search.block_size: null``. A search of up to ONE_BLOCK_UP_TO candidates takes them as one
+# block: on data with no locality (census-shaped) a query visits nearly every block and pays
+# the categorical walk's lookups in each (census 200,000: 115.3 s job in one block, 287.5 in
+# four of 50,000; census 1,000,000: 559.4 s wall in one, 894.2 in four of 250,000), and one
+# block needs no home job, no later pass and no block fetched twice. More candidates go in
+# blocks of AUTO_BLOCK_SIZE: census 5,000,000 with query_sample 20,000 took the Closest Rate
+# 550.1 s in blocks of 1,000,000 against 404.2 in blocks of 250,000 (docs/performance.md).
+ONE_BLOCK_UP_TO = 1_000_000
+AUTO_BLOCK_SIZE = 250_000
+
+
+def block_size_for(block_size: int | None, n_candidates: int) -> int:
+    """The candidates per block of a search of ``n_candidates`` (``search.block_size``; None:
+    automatic)."""
+    if block_size is not None:
+        return block_size
+    return max(1, n_candidates) if n_candidates <= ONE_BLOCK_UP_TO else AUTO_BLOCK_SIZE
+
+
 @dataclass(frozen=True)
 class SearchSettings:
     """What every nearest-neighbour search of a run shares, built once per run."""
 
     seed: int
-    block_size: int  # candidates shipped to the executors per pass
+    block_size: int | None  # candidates shipped to the executors per pass (None: ``block_size_for``)
     query_partitions: int | None  # repartition the queries (None: engine.search decides by their number)
     plain_below: int = 4096  # blocks of fewer candidates: the plain scan, no index
 
@@ -137,7 +157,7 @@ class Config:
     mlflow: MlflowSettings | None = None  # log the report to MLflow
 
     @property
-    def block_size(self) -> int:
+    def block_size(self) -> int | None:
         return self.search.block_size
 
     @property

@@ -103,7 +103,9 @@ def build_config(data: Mapping[str, Any], *, require_inputs: bool = True) -> Con
             raise ConfigError(f"configuration key spark.conf.{k} must be one value (a string, number or "
                               "true/false), not " + ("empty" if v is None else "a mapping" if isinstance(v, Mapping)
                                                      else "a list"))
-    block = int(_number(merged["search"]["block_size"], "search.block_size", 1, 10**7, integer=True))
+    block = merged["search"]["block_size"]
+    if block is not None:
+        block = int(_number(block, "search.block_size", 1, 10**7, integer=True))
     qp = merged["search"]["query_partitions"]
     if qp is not None:
         qp = int(_number(qp, "search.query_partitions", 1, 10**6, integer=True))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from avatar_metrics.config import apply_overrides
+from avatar_metrics.config import apply_overrides, block_size_for
 from avatar_metrics.configure import as_config, build_config, load_config
 from avatar_metrics.errors import ConfigError
 
@@ -37,6 +37,15 @@ def test_yaml_file_and_dotted_overrides(tmp_path):
     assert cfg.known_variables == ("age", "sex")
     assert cfg.avatars.table == "db.avatars" and cfg.originals.format == "csv"
     assert cfg.spark_conf == {"spark.x": "1"}
+
+
+def test_block_size_null_is_one_block_up_to_a_million_then_blocks_of_250000():
+    assert build_config(MINIMAL).block_size is None
+    assert block_size_for(None, 3) == 3 and block_size_for(None, 0) == 1
+    assert block_size_for(None, 1_000_000) == 1_000_000  # one block
+    assert block_size_for(None, 1_000_001) == 250_000  # five blocks
+    assert block_size_for(17, 1_000_000) == 17 and block_size_for(2_000_000, 5_000_000) == 2_000_000
+    assert build_config({**MINIMAL, "search": {"block_size": 5000}}).block_size == 5000
 
 
 def test_override_keeps_the_file_untouched():

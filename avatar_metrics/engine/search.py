@@ -68,7 +68,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..config import SearchSettings
+from ..config import SearchSettings, block_size_for
 from ..io import ID, persist
 from ..kernels.gower import Space, search_salt
 from ..schema import Variable
@@ -179,6 +179,7 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     c = _select(candidates, variables)
     if n_candidates is None:
         n_candidates = c.count()
+    search = replace(search, block_size=block_size_for(search.block_size, n_candidates))
     n_blocks = max(1, math.ceil(n_candidates / search.block_size))
     fresh = [F.lit(value).cast(kind).alias(column) for column, value, kind in fold.state]
     initial = q.select("*", *fresh, F.lit(math.inf).alias(REACH), F.lit(0).cast("long").alias(VISITS),
