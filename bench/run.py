@@ -284,7 +284,11 @@ def main() -> None:
             extra = ""
             if d.get("ci95") is not None:
                 lo, hi = d["ci95"]
-                extra += f"  ci95 [{lo:.4g}, {hi:.4g}] (width {hi - lo:.3g}), sampled {d['sampled']:,}"
+                # (sampled: originals; a metric whose queries are avatars or holdout records says so)
+                n_q, side = next(((d[k], w) for k, w in (("sampled", ""), ("sampled_avatars", " avatars"),
+                                                       ("sampled_holdout", " holdout records"))
+                                  if d.get(k) is not None), (None, ""))
+                extra += f"  ci95 [{lo:.4g}, {hi:.4g}] (width {hi - lo:.3g}), sampled {n_q or 0:,}{side}"
             if "auc" in d:
                 extra += f"  auc {d['auc']:.4f}, tpr at 1% fpr {d['tpr_at_1pct_fpr']:.2f}%"
             if "cap" in d:
