@@ -91,8 +91,9 @@ class TableSpec:
 # the categorical walk's lookups in each (census 200,000: 115.3 s job in one block, 287.5 in
 # four of 50,000; census 1,000,000: 559.4 s wall in one, 894.2 in four of 250,000), and one
 # block needs no home job, no later pass and no block fetched twice. More candidates go in
-# blocks of AUTO_BLOCK_SIZE: census 5,000,000 with query_sample 20,000 took the Closest Rate
-# 550.1 s in blocks of 1,000,000 against 404.2 in blocks of 250,000 (docs/performance.md).
+# blocks of AUTO_BLOCK_SIZE: in blocks of 1,000,000, census 5,000,000 with query_sample 20,000
+# peaked at 17.18 GiB (a later pass's Python worker holds its chain's two indexes, about 2 GiB
+# each), for about the same time step by step as blocks of 250,000 (docs/performance.md).
 ONE_BLOCK_UP_TO = 1_000_000
 AUTO_BLOCK_SIZE = 250_000
 
