@@ -93,14 +93,18 @@ class MismatchTables:
         self.bits = max(1, int(np.log2(max(G, 2))))  # about two groups a bucket
         levels = 0
         while (levels + 1 <= min(C - 1, MAX_LEVELS) and self.bytes_to(levels + 1) <= table_bytes
-               and sum(comb(C, k) for k in range(levels + 2)) <= MAX_TABLES):
+               and self.tables_to(levels + 1) <= MAX_TABLES):
             levels += 1
         self.levels = levels if C else -1  # the deepest level kept (-1: no categorical, the walk is the scan)
         self._tables: tuple[np.ndarray, ...] | None = None
 
+    def tables_to(self, w: int) -> int:
+        """The tables of levels 0 to w: one per set of at most w wild variables."""
+        return sum(comb(self.ncat, k) for k in range(w + 1))
+
     def bytes_to(self, w: int) -> int:
         """The bytes of the tables of levels 0 to w (4 a group and 4 a bucket, per table)."""
-        return sum(comb(self.ncat, k) for k in range(w + 1)) * (4 * self.groups + 4 * (2**self.bits + 1))
+        return self.tables_to(w) * (4 * self.groups + 4 * (2**self.bits + 1))
 
     def tables(self) -> tuple[np.ndarray, ...]:
         """Every level's tables, built at first use: (level starts, wild variables T x levels
