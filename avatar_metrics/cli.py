@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 
+from . import jvm_archive
 from .errors import AvatarMetricsError, describe
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
@@ -136,10 +137,16 @@ def get_session(cfg, debug: bool = False, inputs=()):
             # Spark's 200 shuffle partitions make every aggregation of a small run 200 tasks
             builder = builder.config("spark.sql.shuffle.partitions", str(max(4, 2 * cores)))
         size = local_input_bytes(inputs) if cores and inputs else None
-        if size is not None and size <= SMALL_INPUT_BYTES and not _java_options_given(cfg):
-            log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
-                     size / 2**20)
-            builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
+        java = []
+        if not _java_options_given(cfg):
+            if size is not None and size <= SMALL_INPUT_BYTES:
+                log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
+                         size / 2**20)
+                java.append(QUICK_JIT)
+            if cores:
+                java.append(jvm_archive.options())
+        if any(java):
+            builder = builder.config("spark.driver.extraJavaOptions", " ".join(filter(None, java)))
     if "spark.sql.maxPlanStringLength" not in cfg.spark_conf:
         log.info("Spark keeps query plans as text up to %s characters (spark.sql.maxPlanStringLength)",
                  f"{int(PLAN_STRING_LENGTH):,}")
@@ -319,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("avatar-metrics: rerun with --debug for the traceback (it may show data values)", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        # after the summary and on every exit: the first local run writes its JVM's classes once
+        jvm_archive.finish()
 
 
 if __name__ == "__main__":  # pragma: no cover
