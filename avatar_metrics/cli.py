@@ -117,8 +117,10 @@ def get_session(cfg, debug: bool = False, inputs=()):
     and failed tasks with their data. A local one serves no Spark UI unless
     ``spark.conf`` asks for it. With a local master and ``inputs`` (the
     TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
-    driver JVM compiles with C1 only (QUICK_JIT), unless the user sets the
-    driver's Java options (``_java_options_given``). Plan strings are capped
+    driver JVM compiles with C1 only (QUICK_JIT); with any local master it maps
+    Spark's classes from an archive (``jvm_archive``; ``main`` lets the first
+    run's JVM write it). Neither when the user sets the driver's Java options
+    (``_java_options_given``). Plan strings are capped
     (``PLAN_STRING_LENGTH``) unless the configuration sets the key.
     """
     from pyspark.sql import SparkSession
