@@ -14,7 +14,6 @@ import os
 import sys
 import traceback
 
-from . import jvm_archive
 from .errors import AvatarMetricsError, describe
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
@@ -117,10 +116,8 @@ def get_session(cfg, debug: bool = False, inputs=()):
     and failed tasks with their data. A local one serves no Spark UI unless
     ``spark.conf`` asks for it. With a local master and ``inputs`` (the
     TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
-    driver JVM compiles with C1 only (QUICK_JIT); with any local master it maps
-    Spark's classes from an archive (``jvm_archive``; ``main`` lets the first
-    run's JVM write it). Neither when the user sets the driver's Java options
-    (``_java_options_given``). Plan strings are capped
+    driver JVM compiles with C1 only (QUICK_JIT), unless the user sets the
+    driver's Java options (``_java_options_given``). Plan strings are capped
     (``PLAN_STRING_LENGTH``) unless the configuration sets the key.
     """
     from pyspark.sql import SparkSession
@@ -139,16 +136,10 @@ def get_session(cfg, debug: bool = False, inputs=()):
             # Spark's 200 shuffle partitions make every aggregation of a small run 200 tasks
             builder = builder.config("spark.sql.shuffle.partitions", str(max(4, 2 * cores)))
         size = local_input_bytes(inputs) if cores and inputs else None
-        java = []
-        if not _java_options_given(cfg):
-            if size is not None and size <= SMALL_INPUT_BYTES:
-                log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
-                         size / 2**20)
-                java.append(QUICK_JIT)
-            if cores:
-                java.append(jvm_archive.options())
-        if any(java):
-            builder = builder.config("spark.driver.extraJavaOptions", " ".join(filter(None, java)))
+        if size is not None and size <= SMALL_INPUT_BYTES and not _java_options_given(cfg):
+            log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
+                     size / 2**20)
+            builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
     if "spark.sql.maxPlanStringLength" not in cfg.spark_conf:
         log.info("Spark keeps query plans as text up to %s characters (spark.sql.maxPlanStringLength)",
                  f"{int(PLAN_STRING_LENGTH):,}")
@@ -328,9 +319,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("avatar-metrics: rerun with --debug for the traceback (it may show data values)", file=sys.stderr)
         return EXIT_ERROR
-    finally:
-        # after the summary and on every exit: the first local run writes its JVM's classes once
-        jvm_archive.finish()
 
 
 if __name__ == "__main__":  # pragma: no cover
