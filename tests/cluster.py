@@ -194,7 +194,8 @@ def start(base: Path, workers: int = 2) -> Cluster:
 
 
 def event_log_tasks(folder: Path) -> list[dict]:
-    """The ends of the tasks in the event logs under ``folder``: stage, partition, reason, finish time."""
+    """The ends of the tasks in the event logs under ``folder``: stage, partition, reason, the driver's reason
+    for a kill (``None`` unless it killed the task), finish time."""
     ends = []
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         with open(f) as lines:
@@ -204,7 +205,8 @@ def event_log_tasks(folder: Path) -> list[dict]:
                 event = json.loads(line)
                 info = event["Task Info"]
                 ends.append({"stage": event["Stage ID"], "partition": info["Partition ID"],
-                             "reason": event["Task End Reason"]["Reason"], "finish": info["Finish Time"]})
+                             "reason": event["Task End Reason"]["Reason"],
+                             "kill": event["Task End Reason"].get("Kill Reason"), "finish": info["Finish Time"]})
     return ends
 
 
