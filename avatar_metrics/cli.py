@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 
+from . import jvm_archive
 from .errors import AvatarMetricsError, describe
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_TARGET_MISSED = 0, 1, 2, 3
@@ -116,8 +117,11 @@ def get_session(cfg, debug: bool = False, inputs=()):
     and failed tasks with their data. A local one serves no Spark UI unless
     ``spark.conf`` asks for it. With a local master and ``inputs`` (the
     TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
-    driver JVM compiles with C1 only (QUICK_JIT), unless the user sets the
-    driver's Java options (``_java_options_given``). Plan strings are capped
+    driver JVM compiles with C1 only (QUICK_JIT); with any local master it maps
+    Spark's classes from an archive built from made-up records
+    (``jvm_archive``; ``main`` starts its builder after a run that found none).
+    Neither when the user sets the driver's Java options
+    (``_java_options_given``). Plan strings are capped
     (``PLAN_STRING_LENGTH``) unless the configuration sets the key.
     """
     from pyspark.sql import SparkSession
@@ -136,10 +140,15 @@ def get_session(cfg, debug: bool = False, inputs=()):
             # Spark's 200 shuffle partitions make every aggregation of a small run 200 tasks
             builder = builder.config("spark.sql.shuffle.partitions", str(max(4, 2 * cores)))
         size = local_input_bytes(inputs) if cores and inputs else None
-        if size is not None and size <= SMALL_INPUT_BYTES and not _java_options_given(cfg):
-            log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
-                     size / 2**20)
-            builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT)
+        java = []
+        if cores and not _java_options_given(cfg):
+            if size is not None and size <= SMALL_INPUT_BYTES:
+                log.info("small inputs (%.1f MB): the Spark driver compiles with C1 only, which starts faster",
+                         size / 2**20)
+                java.append(QUICK_JIT)
+            java.append(jvm_archive.options())
+        if any(java):
+            builder = builder.config("spark.driver.extraJavaOptions", " ".join(filter(None, java)))
     if "spark.sql.maxPlanStringLength" not in cfg.spark_conf:
         log.info("Spark keeps query plans as text up to %s characters (spark.sql.maxPlanStringLength)",
                  f"{int(PLAN_STRING_LENGTH):,}")
@@ -319,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("avatar-metrics: rerun with --debug for the traceback (it may show data values)", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        # after the summary and on every exit: a local run that found no class archive has one built
+        # in the background, from made-up records (never from this run's JVM, which saw the data)
+        jvm_archive.start_builder()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,9 @@ import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# the command line's runs in the suite build no class archive in the user's cache folder
+# (test_jvm_archive builds one in a folder of its own)
+os.environ["AVATAR_METRICS_JVM_ARCHIVE"] = "off"
 
 
 OWN: list = []  # the session the suite started, if it did

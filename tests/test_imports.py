@@ -24,7 +24,7 @@ LAYERS = [
     ("registry", ["metrics"]),
     ("report and page", ["configure", "report", "html", "records_table", "tracking"]),
     ("library", ["api", "holdout", "synth"]),
-    ("entry points", ["", "cli", "databricks", "__main__"]),
+    ("entry points", ["", "cli", "databricks", "__main__", "jvm_archive", "archive_builder"]),
 ]
 
 
