@@ -22,12 +22,30 @@ def pytest_configure(config):
 
     config._am_warm = subprocess.Popen([sys.executable, "-c", WARM_KERNELS], cwd=ROOT,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the class archive's run and its builder work in the background while the first modules run
+    config._am_archive = None
+    if _selected(config, "test_jvm_archive.py"):
+        import archive_run
+
+        config._am_archive = archive_run.start()
+
+
+def _selected(config, module: str) -> bool:
+    """Whether the command line names ``module``, or a folder holding it (or nothing: the suite)."""
+    args = [Path(a.split("::")[0]).resolve() for a in config.args] or [ROOT]
+    target = ROOT / "tests" / module
+    return any(a == target or a in target.parents for a in args)
 
 
 def pytest_unconfigure(config):
     warm = getattr(config, "_am_warm", None)
     if warm is not None and warm.poll() is None:
         warm.wait(timeout=600)
+    run = getattr(config, "_am_archive", None)
+    if run is not None:
+        import archive_run
+
+        archive_run.stop(run)
 
 # Tables of tens or thousands of records: compiling code for each query (whole-stage codegen) and
 # re-planning each stage (adaptive execution) cost more than the work (the suite took 876 s with

@@ -6,11 +6,10 @@ import subprocess
 import sys
 import time
 
-import pandas as pd
 import pytest
 
+import archive_run
 from avatar_metrics import jvm_archive
-from conftest import ROOT
 
 
 @pytest.fixture
@@ -75,44 +74,33 @@ def test_only_what_dead_builders_left_is_deleted(cache):
     assert not any(f.exists() for f in gone) and all(f.exists() for f in kept)
 
 
-PLANTED = ["Qzv-planted-region", "Wxk-planted-sex"]
-
-
-def test_the_archive_comes_from_made_up_records_and_maps(tmp_path, cache, monkeypatch):
-    """A run of the command line on records with values found nowhere else (planted) finds no archive,
-    starts the builder and returns; the builder's JVM writes an archive that holds none of the planted
-    values (an archive written by the run's own JVM held region names of its data), cleans up after
-    itself, and a JVM of this installation starts from the archive (``-Xshare:on``: it would refuse to
-    start without it)."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for role in ("originals", "avatars", "holdout"):
-        df = pd.read_parquet(ROOT / "data" / "example" / f"{role}.parquet").head(400)
-        df["region"] = df["region"].astype(str) + "-" + PLANTED[0]
-        df["sex"] = df["sex"].astype(str) + "-" + PLANTED[1]
-        df.to_parquet(data / f"{role}.parquet")
-    out = tmp_path / "out"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    sets = [f"{role}.path={data / role}.parquet" for role in ("originals", "avatars", "holdout")]
-    cmd = [sys.executable, "-m", "avatar_metrics", "run", "--config", str(ROOT / "conf" / "example.yaml"),
-           "--set", f"output={out}", "--set", "metrics=[row_direct_match_protection]"]
-    for s in sets:
-        cmd += ["--set", s]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "class archive of Spark's driver is being built in the background" in proc.stderr
+def test_the_archive_comes_from_made_up_records_and_maps(request, monkeypatch):
+    """A run of the command line on records with values found nowhere else (``archive_run.PLANTED``)
+    finds no archive, starts the builder and returns; the builder's JVM writes an archive that holds
+    none of the planted values (an archive written by the run's own JVM held region names of its
+    data), cleans up after itself, and a JVM of this installation starts from the archive
+    (``-Xshare:on``: it would refuse to start without it). The run starts with the suite
+    (``conftest.pytest_configure``), so that the builder works while other modules run."""
+    run = getattr(request.config, "_am_archive", None)
+    if run is None:
+        run = archive_run.start()
+        request.addfinalizer(lambda: archive_run.stop(run))
+    rc, stderr = run.result()
+    assert rc == 0, stderr[-3000:]
+    assert "class archive of Spark's driver is being built in the background" in stderr
+    cache = run.cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache.parent))
+    monkeypatch.delenv(jvm_archive.OFF, raising=False)
     archive = cache / f"{jvm_archive.PREFIX}{jvm_archive.key()}.jsa"
     deadline = time.time() + 400
-    while time.time() < deadline and not archive.exists():
-        time.sleep(1)
-    while time.time() < deadline and list(cache.glob("*.lock")):
+    while time.time() < deadline and (not archive.exists() or list(cache.glob("*.lock"))):
         time.sleep(0.5)
     log = (cache / "build.log").read_text()
     assert archive.is_file(), log[-3000:]
     assert sorted(p.name for p in cache.iterdir()) == ["build.log", archive.name]  # no lock, part, scratch
     assert archive.stat().st_size > 20 * 2**20
     blob = archive.read_bytes()
-    for value in PLANTED:
+    for value in archive_run.PLANTED:
         assert value.encode() not in blob
         assert value not in log
     # the next run maps it; a JVM that must map it starts
@@ -121,8 +109,9 @@ def test_the_archive_comes_from_made_up_records_and_maps(tmp_path, cache, monkey
              f"s = SparkSession.builder.master('local[1]').config('spark.driver.extraJavaOptions', "
              f"'-Xshare:on -XX:SharedArchiveFile={archive} {jvm_archive.QUIET}').getOrCreate(); "
              "assert s.range(5).count() == 5; s.stop()")
+    env = run.env()
     started = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
     assert started.returncode == 0, started.stderr[-3000:]
-    bad = subprocess.run([sys.executable, "-c", check.replace(str(archive), str(tmp_path / "none.jsa"))],
+    bad = subprocess.run([sys.executable, "-c", check.replace(str(archive), str(run.base / "none.jsa"))],
                          env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0  # (-Xshare:on does refuse a JVM without its archive)
