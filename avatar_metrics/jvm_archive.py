@@ -17,7 +17,7 @@ the background and at low priority, after its own report is written; later runs 
 
 Only sessions the command line creates with a local master and no driver Java options from the
 user (``cli.get_session``) read it. The key in the file name (the ``java`` binary, pyspark's
-version and jars) keeps one archive per installation. It lives in the user's cache folder
+version and jars, with their sizes and times: ``key``) keeps one archive per installation. It lives in the user's cache folder
 (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``avatar-metrics``, mode 700); about 190 MB;
 ``AVATAR_METRICS_JVM_ARCHIVE=off`` reads and writes none. The builder holds a lock (a file with its
 process id) while it works, writes under a name of its own and moves the archive into place only
@@ -63,16 +63,27 @@ def _java() -> str | None:
     return os.path.realpath(java) if java and os.path.exists(java) else None
 
 
+def _stamp(path: str) -> str:
+    st = os.stat(path)
+    return f"{path} {st.st_size} {st.st_mtime_ns}"
+
+
 def key() -> str | None:
-    """What the archive belongs to: the java binary and pyspark's jars (None: no java found)."""
+    """What the archive belongs to: the java binary and pyspark's jars, each with its size and time
+    (None: no java found). The JVM maps an archive only for the very jar files it was written with,
+    and says nothing when it refuses one: pyspark installed again at the same path, same version,
+    has new times, hence a new key and a new archive (a key of paths alone kept the old archive,
+    which every run then refused)."""
     import pyspark
 
     java = _java()
     if java is None:
         return None
-    jars = sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))
-    st = os.stat(java)
-    text = "\n".join([java, str(st.st_size), str(int(st.st_mtime)), pyspark.__version__, *jars])
+    try:
+        jars = [_stamp(j) for j in sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))]
+        text = "\n".join([_stamp(java), pyspark.__version__, *jars])
+    except OSError:  # a jar removed meanwhile: no archive this time
+        return None
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -36,6 +36,25 @@ def test_an_archive_in_place_is_mapped(cache):
     assert jvm_archive._wanted is False  # nothing to build
 
 
+def test_pyspark_installed_again_is_another_key(tmp_path, monkeypatch):
+    """The JVM refuses, silently, an archive written with other jar files: the same pyspark installed
+    again at the same path (new file times) must get an archive of its own, not keep the refused one."""
+    import pyspark
+
+    jars = tmp_path / "pyspark" / "jars"
+    jars.mkdir(parents=True)
+    for name in ("a.jar", "b.jar"):
+        (jars / name).write_bytes(b"jar")
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "pyspark" / "__init__.py"))
+    first = jvm_archive.key()
+    assert first is not None and jvm_archive.key() == first
+    os.utime(jars / "b.jar", ns=(1, 1))
+    touched = jvm_archive.key()
+    (jars / "b.jar").write_bytes(b"jar, longer")
+    os.utime(jars / "b.jar", ns=(1, 1))
+    assert len({first, touched, jvm_archive.key()}) == 3
+
+
 def test_a_cache_folder_that_cannot_be_made_is_no_error(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
