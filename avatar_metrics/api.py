@@ -183,15 +183,15 @@ def evaluate(
     )
 
 
-# Two lanes. A run whose tables all have at most LANES_BELOW records computes the metrics of
-# lane 1 (``Metric.lane``: the Closest Rate and those that share its search or compare with the
-# holdout) in a second thread of the driver while the main thread computes lane 0's, each lane's
-# metrics in the registry's order. At these sizes most of a metric's time is the driver planning
-# each query while the executors wait; the other lane's jobs fill that wait (20,000 records: the
-# whole run 0.80 of the time in turn, side by side; docs/performance.md). Each metric's result is
-# what it is alone: the lanes share only the validated inputs, read-only. A larger run (sampled or
-# not) computes one metric at a time: two searches at once would hold two blocks and their indexes
-# in the workers. Classic Spark only (Spark Connect runs every metric in turn).
+# Two lanes. A run whose tables all have at most LANES_BELOW records computes the metrics of lane 1
+# (``Metric.lane``: the Closest Rate, the metrics that share its search, and as many others as make
+# the lanes end together) in a second thread of the driver while the main thread computes lane 0's,
+# each lane's metrics in the registry's order. At these sizes most of a metric's time is the driver
+# planning each query while the executors wait; the other lane's jobs fill that wait (20,000
+# records: the whole run 0.80 of the time in turn, side by side; docs/performance.md). Each metric's
+# result is what it is alone: the lanes share only the validated inputs, read-only. A larger run
+# (sampled or not) computes one metric at a time: two searches at once would hold two blocks and
+# their indexes in the workers. Classic Spark only (Spark Connect runs every metric in turn).
 LANES_BELOW = 100_000
 
 

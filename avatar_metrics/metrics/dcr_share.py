@@ -125,7 +125,7 @@ def figures(m: dict) -> list[str]:
 
 METRIC = Metric(
     key=KEY_NAME,
-    lane=1,
+    lane=0,
     title="DCR Share Protection",
     target=90,
     compute=compute,
