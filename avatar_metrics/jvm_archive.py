@@ -15,16 +15,16 @@ hundred records made up by ``synth.make_example`` and nothing else, with no path
 or table of the user's. The first local run of the command line with no archive starts it, in
 the background and at low priority, after its own report is written; later runs map what it wrote.
 
-Only sessions the command line creates with a local master and no driver Java options from the
-user (``cli.get_session``) read it. The key in the file name (the ``java`` binary, pyspark's
-version and jars, with their sizes and times: ``key``) keeps one archive per installation. It lives in the user's cache folder
-(``$XDG_CACHE_HOME`` or ``~/.cache``, then ``avatar-metrics``, mode 700); about 190 MB;
-``AVATAR_METRICS_JVM_ARCHIVE=off`` reads and writes none. The builder holds a lock (a file with its
-process id) while it works, writes under a name of its own and moves the archive into place only
-when its JVM exited cleanly (a half-written archive makes the next JVM die of SIGBUS). The only
-files deleted are the tool's own, in that folder: here, the lock, unfinished archive and scratch
-folder of a builder that no longer runs; in the builder, its own scratch folder and unfinished
-archive, and the archives of other installations once its own is in place.
+Only sessions the command line creates with a local master and no driver Java options from the user
+(``cli.get_session``) read it. The key in the file name (the ``java`` binary, pyspark's version and
+jars, with their sizes and times: ``key``) keeps one archive per installation. It lives in the
+user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``avatar-metrics``, mode 700); about
+190 MB; ``AVATAR_METRICS_JVM_ARCHIVE=off`` reads and writes none. The builder holds a lock (a file
+with its process id) while it works, writes under a name of its own and moves the archive into
+place only when its JVM exited cleanly (a half-written archive makes the next JVM die of SIGBUS).
+The only files deleted are the tool's own, in that folder: here, the lock, unfinished archive and
+scratch folder of a builder that no longer runs; in the builder, its own scratch folder and
+unfinished archive, and the archives of other installations once its own is in place.
 """
 
 from __future__ import annotations
@@ -79,9 +79,9 @@ def key() -> str | None:
     java = _java()
     if java is None:
         return None
+    jars = sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))
     try:
-        jars = [_stamp(j) for j in sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))]
-        text = "\n".join([_stamp(java), pyspark.__version__, *jars])
+        text = "\n".join([_stamp(java), pyspark.__version__, *map(_stamp, jars)])
     except OSError:  # a jar removed meanwhile: no archive this time
         return None
     return hashlib.sha256(text.encode()).hexdigest()[:16]
