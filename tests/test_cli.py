@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import reference as ref
-from avatar_metrics.cli import main
+from avatar_metrics.cli import _without_adaptive, main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "conf" / "example.yaml"
@@ -64,6 +65,7 @@ def test_console_script_end_to_end(tmp_path):
     assert "step linkability_protection_rate: done" in proc.stderr
     assert "small inputs" in proc.stderr  # the example's files: the quick JIT of a short run
     assert "query plans as text up to 10,000 characters" in proc.stderr
+    assert "adaptive query execution off" in proc.stderr  # the example's files: one Spark job a query
     records = pd.read_parquet(out / "records")
     assert len(records) == 3000 and "position" in records.columns
     assert set(records.columns).isdisjoint(rep["inputs"]["variables"])  # no variable values
@@ -136,3 +138,17 @@ def test_bad_input_exit_2(spark, tmp_path, capsys):
     assert main(["run", "--config", str(cfg), "--set", "known_variables=[agee]"]) == 2
     assert "agee" in capsys.readouterr().err
     assert main(["run", "--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.parametrize("conf,off", [
+    ({}, True),
+    ({"spark.sql.shuffle.partitions": "16"}, True),  # 8 a core, 2 cores
+    ({"spark.sql.shuffle.partitions": 17}, False),  # more: adaptive execution coalesces them
+    ({"spark.sql.shuffle.partitions": "auto"}, False),
+    ({"spark.sql.adaptive.enabled": "true"}, False),  # the user's say, either way
+    ({"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "4"}, False),
+])
+def test_small_local_runs_go_without_adaptive_execution(conf, off):
+    """A session the command line builds for small local inputs turns adaptive execution off, unless
+    the configuration sets it or asks for many shuffle partitions (the end-to-end run logs it)."""
+    assert _without_adaptive(conf, 2) is off
