@@ -141,7 +141,8 @@ def get_session(cfg, debug: bool = False, inputs=()):
     console logging at FATAL unless ``--debug``: Spark logs malformed records
     and failed tasks with their data. A local one serves no Spark UI unless
     ``spark.conf`` asks for it. With a local master and ``inputs`` (the
-    TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine, the
+    TableSpecs to be read) of at most SMALL_INPUT_BYTES on this machine,
+    adaptive query execution is off (``_without_adaptive``) and the
     driver JVM compiles with C1 only (QUICK_JIT); with any local master it maps
     Spark's classes from an archive built from made-up records
     (``jvm_archive``; ``main`` starts its builder after a run that found none).
