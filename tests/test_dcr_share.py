@@ -115,7 +115,6 @@ def test_generators_move_the_share_as_they_should(spark):
     tenth of the originals copied, the share rises by about a tenth of (1 - e), ims_originals is
     exactly the copies' share, and the protection falls."""
     O, H = population(600, 1), population(400, 2)
-    kinds = {"x": "numeric", "y": "numeric", "z": "numeric", "c": "categorical", "d": "categorical"}
     fair = from_marginals(O, 600, 3)
     copied = fair.copy()
     copied.iloc[::10] = O.iloc[::10].to_numpy()
