@@ -177,9 +177,9 @@ HOWS = ("index", "flat", "mismatch", "auto")
 @pytest.fixture
 def race_always():
     # and stopped after its first query whenever the two ways' times differ: the rest of the
-    # sample must still be searched by the winner. Where the race dropped the index, it and the
-    # race's pick each take one query, and the pick takes the rest (``_index_at_scale``; the
-    # index takes it in tests/test_mismatch.py): each query searched once, by one way
+    # sample must still be searched by the winner. Where the race dropped the walk or the index,
+    # it and the race's pick each take one query, and the pick takes the rest (``_at_scale``; the
+    # walk or the index takes it in tests/test_mismatch.py): each query searched once, by one way
     return {"race_min_queries": 1, "race_decide": 1, "race_early": 1, "race_margin": 1.0,
             "race_explore": 1e9, "race_explore_queries": 1, "race_explore_slack": 0.0}
 

@@ -13,8 +13,8 @@ from avatar_metrics.kernels.index import CandidateIndex
 
 WAYS = ("index", "flat", "mismatch", "auto")
 NEAREST_FIELDS = ("d1", "d2", "n1", "cid", "key")
-# where the race dropped the index, it and the race's pick each take one query, then the index
-# takes the rest (``_index_at_scale``; the pick takes it in tests/test_kernel.py)
+# where the race dropped the walk or the index, it and the race's pick each take one query, then
+# it takes the rest (``_at_scale``: the walk, then the index; the pick takes it in tests/test_kernel.py)
 RACE_ALWAYS = {"race_min_queries": 1, "race_decide": 1, "race_early": 1, "race_margin": 1.0,
                "race_explore": 1e9, "race_explore_queries": 1, "race_explore_slack": 1e9}
 
@@ -153,3 +153,38 @@ def test_the_scan_after_the_walk_leaves_out_what_the_walk_folded():
     le, lt, key, cid = B.within(Q, qids, C, cids, space, salt, radius)
     got = idx.within(Q, qids, salt, radius, how="mismatch")
     assert np.array_equal(got.le, le) and np.array_equal(got.lt, lt) and np.array_equal(got.cid, cid)
+
+
+@pytest.mark.parametrize("slack,taken", [(1e9, "mismatch"), (0.0, "flat")])
+def test_a_race_won_by_the_scan_is_checked_at_scale_against_the_walk(monkeypatch, slack, taken):
+    """A race's sample meets the ways a few queries a call, which favours the plain scan on
+    census-shaped data (a query of a wide reach costs the walk the scan and its lookups). So
+    where the race picks the scan and did not drop the walk by far, the first call of each
+    kind times the walk on race_explore_queries queries beside the scan, and the walk takes the
+    rest when it was at most race_explore_slack times as slow (here: always, or never); a later
+    call does what the first decided, and every state is the brute force's."""
+    Q, C, space, rng = census_like(4)
+    nq, nc = Q.shape[0], C.shape[0]
+    qids = np.arange(nq, dtype=np.int64)
+    cids = np.arange(nc, dtype=np.int64) + 10_000
+    salt = K.search_salt(4, "at scale")
+    want = B.search(Q, qids, C, cids, space, salt)
+    clock = [0.0]
+    real_by = CandidateIndex._by
+
+    def rigged(self, way, *args):  # the scan wins every race by a little, the index loses by far
+        clock[0] += {"flat": 1.0, "mismatch": 1.5, "index": 1e6}[way]
+        return real_by(self, way, *args)
+
+    monkeypatch.setattr(CandidateIndex, "_by", rigged)
+    monkeypatch.setattr(IX.time, "thread_time", lambda: clock[0])
+    tuning = IX.Tuning(race_min_queries=4, race_stride=4, race_decide=3, race_early=1, race_margin=1.2,
+                       race_explore=8.0, race_explore_queries=5, race_explore_slack=slack)
+    idx = CandidateIndex(C, cids, space, tuning)
+    assert idx.ways() == ("index", "flat", "mismatch")
+    for _ in range(2):  # the second call: decided by the first, no more timing
+        got = idx.search(Q, qids, salt)
+        for f in NEAREST_FIELDS:
+            assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    assert [(way, seen) for (way, _), seen in idx._seen.items()] == [("mismatch", slack > 1)]
+    assert set(idx.choices) == {taken}

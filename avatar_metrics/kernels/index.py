@@ -43,6 +43,9 @@ Same results as comparing every candidate with every query, bit for bit, found w
    more): on data with little locality a small radius prunes well through the index
    and a large one hardly at all, and one race for the whole block gave the plain scan
    to both (census-shaped, 50,000: 45 s for the count at a cap of 1,000, 29 s in bands).
+   A nearest search checks a race's pick at scale (``CandidateIndex._at_scale``): a few
+   queries a call favour the plain scan, and the first call of each kind times the walk
+   and the index, when the race did not drop them by far, on 2,048 queries each.
 
 Why the bounds are safe in floating point: a distance is the float sum of
 non-negative terms in the order of V, divided by |V|. Rounding is monotone, so
@@ -109,8 +112,8 @@ class Tuning:
     race_decide: int = 15  # queries of the sample after which a clear race stops (1 + 2 + 4 + 8)
     race_early: int = 3  # after which a race stops whose slow way has cost more than the whole sample by the other
     race_margin: float = 2.0
-    # the nearest by the index where the race dropped it by at most race_explore times
-    # (``_index_at_scale``): the first call of a kind with twice race_explore_queries queries or
+    # the nearest by the walk or the index where the race dropped it by at most race_explore
+    # times (``_at_scale``): the first call of a kind with twice race_explore_queries queries or
     # more times it on that many
     race_explore: float = 8.0
     race_explore_queries: int = 2048
@@ -136,7 +139,7 @@ class CandidateIndex:
         self.plain = plain
         self.choices: dict[str, int] = {}  # how the calls went: "index", "flat" (the plain scan) or "mismatch"
         self._mismatch: MismatchTables | None = None
-        self._seen: dict = {}  # per kind of call: whether the index takes it (``_index_at_scale``)
+        self._seen: dict = {}  # per way and kind of call: whether that way takes it (``_at_scale``)
         # what the searches cost: distances evaluated, and candidates looked up without one (the walk's
         # table entries, the points whose mismatches the plain scan counted, the groups whose
         # profiles the index compared one by one)
@@ -314,7 +317,7 @@ class CandidateIndex:
     def _race(self, Q, QC, rest, sq, args, fold, how: str, cap: int, key=None) -> None:
         """Fold the block into the queries ``rest`` by ``how``; "auto": the ways race on a
         sample of them and the fastest takes the others (the index too where it is faster on
-        many queries at once: ``_index_at_scale``; ``key``: the kind of call)."""
+        many queries at once, and the walk: ``_at_scale``; ``key``: the kind of call)."""
         race = self.tuning
         if how == "auto" and rest.size >= race.race_min_queries:
             ways = self.ways()
@@ -350,42 +353,46 @@ class CandidateIndex:
             for mine, theirs in zip(fold[1:], scratch[how][1:]):  # the sample done: the winner's states
                 mine[taken] = theirs[taken]
             rest = np.setdiff1d(rest, taken, assume_unique=True)  # the sample's rest too
-            if (fold[0] != WITHIN and how != "index" and "index" in ways
-                    and spent["index"] <= race.race_explore * spent[how]):
-                rest = self._index_at_scale(Q, QC, rest, sq, args, fold, cap, how, key)
+            # (the walk before the index: where it is not dropped by far, it is the faster at scale
+            # on census-shaped data, and the index's check then times the walk's pick, not the scan's)
+            for way in ("mismatch", "index"):
+                if (fold[0] != WITHIN and rest.size and how != way and way in ways
+                        and spent[way] <= race.race_explore * spent[how]):
+                    rest, how = self._at_scale(way, Q, QC, rest, sq, args, fold, cap, how, key)
         way = how if how in ("flat", "mismatch") else "index"  # "auto" with too few queries to race: the index
-        if rest.size:  # (none left when the index took them at scale)
+        if rest.size:  # (none left when the race's sample was the whole call)
             self.choices[way] = self.choices.get(way, 0) + 1
         self._by(way, Q, QC, rest, sq, args, fold, cap)
 
-    def _index_at_scale(self, Q, QC, rest, sq, args, fold, cap: int, how: str, key) -> np.ndarray:
-        """The index where the race dropped it but not by far, for the nearest (a count within a
-        radius walks a tree per query, whose cost per query a race measures as it is: on
-        census-shaped data, timing it on 2,048 queries of a band cost more than the band). The
-        index visits the groups once per distinct categorical profile of a call's queries, so
-        its cost per query falls as a call holds more queries (the default shape, a block of
-        250,000: 6.4 us a query in calls of 512, 2.8 in calls of 32,768, where the walk stays at
-        4 to 4.6): a race on a few dozen queries cannot see it. So the first time for each kind
-        of call (``key``), the index and the race's pick each take race_explore_queries of the
-        queries, and the index takes the rest when it was at most race_explore_slack times as
-        slow on them; later calls of that kind do what the first decided. Folds the queries it
-        took; returns the others (none when the index took them)."""
+    def _at_scale(self, way: str, Q, QC, rest, sq, args, fold, cap: int, how: str, key):
+        """``way`` (the index or the walk) where the race dropped it but not by far, for the
+        nearest (a count within a radius walks a tree per query, whose cost per query a race
+        measures as it is: on census-shaped data, timing it on 2,048 queries of a band cost
+        more than the band). A race's sample meets the ways a few queries a call, where the
+        cost of a call weighs most. The index visits the groups once per distinct categorical
+        profile of a call's queries, so its cost per query falls as a call holds more queries
+        (the default shape, a block of 250,000: 6.4 us a query in calls of 512, 2.8 in calls
+        of 32,768, where the walk stays at 4 to 4.6). The walk's cost per query is uneven: a
+        query whose reach is past its last level costs it the scan of the block and the
+        lookups, one more call of the scan, where most cost a few lookups (census 200,000: a
+        sample of 15 queries took the walk twice the scan's time, 25,000 queries a fifth of
+        it). A race on a few dozen queries sees neither. So the first time for each kind of
+        call (``key``), ``way`` and the race's pick each take race_explore_queries of the
+        queries, and ``way`` takes the rest when it was at most race_explore_slack times as
+        slow on them; later calls of that kind do what the first decided. Folds the queries
+        it timed; returns the others and the way that takes them."""
         race = self.tuning
         m = race.race_explore_queries
-        seen = self._seen.get(key)
+        seen = self._seen.get((way, key))
         if seen is None:
             if rest.size < 2 * m:
-                return rest
+                return rest, how
             mine, theirs = rest[:m], rest[m:2 * m]
-            t_index = self._timed("index", Q, QC, mine, sq, args, fold, cap)
+            t_way = self._timed(way, Q, QC, mine, sq, args, fold, cap)
             t_how = self._timed(how, Q, QC, theirs, sq, args, fold, cap)
-            seen = self._seen[key] = t_index <= race.race_explore_slack * t_how
+            seen = self._seen[(way, key)] = t_way <= race.race_explore_slack * t_how
             rest = rest[2 * m:]
-        if seen:
-            self.choices["index"] = self.choices.get("index", 0) + 1
-            self._by("index", Q, QC, rest, sq, args, fold, cap)
-            return rest[:0]
-        return rest
+        return rest, (way if seen else how)
 
     def _timed(self, way: str, Q, QC, qs, sq, args, fold, cap: int) -> float:
         """``_by``, and the seconds it took this thread (a core taken by another process does not count)."""
