@@ -1,6 +1,7 @@
-"""The first job of a search with several blocks (``engine.search``): the home job (each
-query folds its home block, the blocks' queries split into shares over tasks, one
-shuffle: ``_home_job``, ``_home_shares``, ``_spread``)."""
+"""The first job of a search, its candidates shuffled to the queries' tasks (``engine.search``):
+with several blocks, the home job (each query folds its home block, the blocks' queries
+split into shares over tasks, one shuffle: ``_home_job``, ``_home_shares``, ``_spread``);
+with one small block, the whole search (``_scan_job``: every task receives the block)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import itertools
 import math
+import uuid
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,7 @@ from ..kernels.index import CandidateIndex
 
 from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, WORK, _encoded, _rechunk, encode_queries
 from .catalogue import Need, RANGED
-from .folds import _mark, add_work
+from .folds import _index_of, _mark, add_work
 
 if TYPE_CHECKING:
     from .search import _Run
@@ -115,6 +117,78 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     return placed.mapInPandas(fold_homes, start.schema)
 
 
+def _scan_job(run: _Run, initial: DataFrame, c: DataFrame, tasks: int) -> DataFrame:
+    """A search of one block in one Spark job, with no block fetched by the driver: the
+    queries go to ``tasks`` tasks by a hash of their id, and every task receives all the
+    candidates, in the same shuffle (a partition per task, its candidates first, as in the
+    home job). A task sorts the candidates by id and encodes them, which gives the block
+    the driver's path (``search._scan``) would fetch: the same codes, the same index, so
+    the same states bit for bit. A Python worker builds the index once for the search (a
+    token names it) and the tasks it runs after the first reuse it. Only what the scan
+    reads goes through the shuffle; the task adds the fresh state (``initial``'s).
+
+    Each task receives every candidate: ``tasks`` times the block goes through the
+    shuffle, which the caller bounds (``SCAN_SHUFFLE_ROWS``)."""
+    variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
+    plain_below, n_candidates = run.settings.plain_below, run.n_candidates
+    columns = initial.columns
+    fresh = {column: value for column, value, _ in fold.state}
+    fresh.update({REACH: math.inf, VISITS: 1, **{column: 0 for column in WORK}})
+    token = uuid.uuid4().hex
+    ours = [ID, *[f"v{i}" for i in range(len(variables))]]
+
+    def block_of(cands) -> Block:
+        got = sum(len(part) for part in cands)
+        if got != n_candidates:
+            # every task must fold every candidate: a result from fewer would be wrong
+            raise RuntimeError(f"search {run.name}: a task of the scan received {got} candidates of {n_candidates}; "
+                               "this is a bug, please report it with the log")
+        if _SCANNED.get("token") == token:
+            return _SCANNED["block"]
+        cpdf = pd.concat(cands, ignore_index=True)[ours].sort_values(ID, kind="stable").reset_index(drop=True)
+        block = _encoded(cpdf, variables, None, plain_below)
+        block.token = token
+        _SCANNED.clear()
+        _SCANNED.update(token=token, block=block)
+        return block
+
+    def fold_scan(batches):
+        for _, rows in itertools.groupby(_runs(batches), key=lambda r: r[0]):
+            cands = []
+            for candidate, group in itertools.groupby(rows, key=lambda r: r[1]):
+                parts = (part for _, _, part in group)
+                if candidate:
+                    cands = list(parts)
+                    continue
+                block = block_of(cands)
+                index = _index_of(block, space)
+                for qpdf in _rechunk(parts, QUERY_CHUNK):
+                    pdf = qpdf.reset_index(drop=True)
+                    for column, value in fresh.items():
+                        pdf[column] = value
+                    before = index.work.copy()
+                    fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt,
+                              pdf)
+                    add_work(pdf, index, before)
+                    yield pdf[columns]
+
+    kinds = dict(initial.dtypes)
+    queries = initial.select(*ours, *fold.carry, F.lit(0).cast("long").alias(HOME),
+                             F.pmod(F.xxhash64(ID), F.lit(tasks)).alias(SHARE), F.lit(0).alias(GROUP))
+    cands = c.select(*ours, *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry], F.lit(0).cast("long").alias(HOME),
+                     F.explode(F.sequence(F.lit(0).cast("long"), F.lit(tasks - 1).cast("long"))).alias(SHARE),
+                     F.lit(1).alias(GROUP))
+    spread = run.strategy.spread(initial.sparkSession, tasks)
+    where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
+        (F.lit(t), F.lit(k).cast("long")) for t, k in spread.items()))[F.col(SHARE)], F.lit(0).cast("long"))
+    placed = (queries.unionByName(cands).withColumn(GROUP_KEY, where).repartition(tasks, GROUP_KEY)
+              .sortWithinPartitions(SHARE, F.desc(GROUP)))
+    return placed.mapInPandas(fold_scan, initial.schema)
+
+
+_SCANNED: dict = {}  # in a Python worker: the block of the last search it scanned, by its token
+
+
 def _home_shares(parts: int | None, n_blocks: int) -> int:
     """Tasks per block in the home job: enough for half as many tasks as the queries'
     partitions or more. Set as advised, 2 to 4 partitions per core, that is a task per core
@@ -139,11 +213,38 @@ def _spread(spark, n: int) -> dict[int, int]:
     """For each b < n, a number that Spark's hash partitioning into n partitions puts in
     partition b (its pmod(hash(x), n)): the blocks' tasks then hold a block each, where
     hashing the block numbers would put several in one task and leave others empty.
-    A residue not found maps to itself (any placement gives the same result)."""
-    rows = (spark.range(0, 64 * n).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p"))
-            .groupBy("p").agg(F.min("id").alias("id")).collect())
-    found = {int(r["p"]): int(r["id"]) for r in rows}
+    Computed here with Spark's own hash of a long (``spark_hash``), so no Spark job; a
+    residue not found maps to itself (any placement gives the same result, only the
+    tasks' shares of the work change)."""
+    found: dict[int, int] = {}
+    for x in range(64 * n):
+        found.setdefault(spark_hash(x) % n, x)  # (Python's % is Spark's pmod for n > 0)
+        if len(found) == n:
+            break
     return {b: found.get(b, b) for b in range(n)}
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _mix(h1: int, k1: int) -> int:
+    k1 = _rotl((k1 * 0xCC9E2D51) & _M32, 15) * 0x1B873593 & _M32
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
+
+
+def spark_hash(x: int, seed: int = 42) -> int:
+    """Spark SQL's ``hash`` of a long (``Murmur3_x86_32.hashLong``, seed 42: what hash
+    partitioning by a long column uses), as a signed 32-bit integer."""
+    x &= 0xFFFFFFFFFFFFFFFF
+    h1 = _mix(_mix(seed, x & _M32), x >> 32) ^ 8
+    h1 = ((h1 ^ (h1 >> 16)) * 0x85EBCA6B) & _M32
+    h1 = ((h1 ^ (h1 >> 13)) * 0xC2B2AE35) & _M32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
 
 
 GROUP = "__am_candidate"
