@@ -68,53 +68,6 @@ def test_matches_reference(spark, frames, expected, subset, partitions, block_si
     assert run_search(spark, O, A, subset, partitions, block_size) == expected[subset]
 
 
-@pytest.mark.parametrize("subset", range(len(SUBSETS)))
-@pytest.mark.parametrize("partitions,query_partitions", [(1, None), (3, None), (2, 3)])
-def test_one_block_in_one_job(spark, frames, expected, subset, partitions, query_partitions):
-    """A one-block search whose number of queries is known shuffles the block to its queries'
-    tasks: one Spark job, no block fetched by the driver, the reference's states bit for bit.
-    With the shuffle turned off (``scan_shuffle_rows=0``) the driver fetches the block: two
-    jobs, the same states."""
-    import avatar_metrics.engine.search as S
-
-    O, A = frames
-    jobs = {}
-    for way, strategy in [("shuffled", None), ("fetched", S.Strategy(scan_shuffle_rows=0))]:
-        got, st, jobs[way] = _counted_search(spark, O, A, subset, partitions, query_partitions, strategy)
-        assert got == expected[subset], way
-        assert (st.blocks, st.first, st.queries, st.visits, st.full) == (1, "scan", N, N, N)
-        assert st.fetched == (0 if way == "shuffled" else 1)
-    assert jobs == {"shuffled": 1, "fetched": 2}
-
-
-def _counted_search(spark, O, A, subset, partitions, query_partitions, strategy):
-    """(d1, d2, n1, cid) per original, the ``SearchStats``, and the Spark jobs the search ran
-    (its result's cache filled; the count of candidates and queries given)."""
-    cfg = as_config({"row_key": "rid"})
-    o = to_spark(spark, O.assign(rid=np.arange(len(O))), partitions)
-    a = to_spark(spark, A.assign(rid=np.arange(len(A))), partitions)
-    inputs = prepare_inputs(o, a, None, cfg)
-    sc = spark.sparkContext
-    group = f"one-block-{subset}-{partitions}-{query_partitions}-{strategy is None}"
-    try:
-        names = SUBSETS[subset]
-        variables = [Variable(v, KINDS[v]) for v in names]
-        ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
-        sc.setJobGroup(group, "a one-block search")
-        try:
-            res, st = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
-                              search=SearchSettings(seed=5, block_size=N, query_partitions=query_partitions),
-                              n_candidates=N, n_queries=N, with_stats=True, strategy=strategy)
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
-        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        pdf = res.toPandas().sort_values(ID)
-        res.unpersist()
-    finally:
-        release(inputs)
-    return list(zip(pdf.d1.tolist(), pdf.d2.tolist(), pdf.n1.tolist(), pdf.cid.tolist())), st, jobs
-
-
 @pytest.mark.parametrize("partitions,block_size", [(2, N), (3, 16)])
 def test_small_blocks_are_scanned_whole(spark, frames, expected, partitions, block_size):
     """Blocks of fewer candidates than search.plain_below: no index, the plain scan of every
@@ -454,7 +407,7 @@ def test_the_home_job_gives_each_block_its_own_task(spark, n):
 
 
 def test_spark_hash_of_a_long_is_sparks(spark):
-    """``spark_hash``, which places the shuffled searches' rows in their tasks with no Spark
+    """``spark_hash``, which places the home job's rows in their tasks with no Spark
     job, gives Spark SQL's own ``hash`` of a long, negative and 64-bit values too."""
     from avatar_metrics.engine.homes import spark_hash
 

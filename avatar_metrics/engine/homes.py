@@ -1,7 +1,6 @@
-"""The first job of a search, its candidates shuffled to the queries' tasks (``engine.search``):
-with several blocks, the home job (each query folds its home block, the blocks' queries
-split into shares over tasks, one shuffle: ``_home_job``, ``_home_shares``, ``_spread``);
-with one small block, the whole search (``_scan_job``: every task receives the block)."""
+"""The first job of a search with several blocks (``engine.search``): the home job (each
+query folds its home block, the blocks' queries split into shares over tasks, one
+shuffle: ``_home_job``, ``_home_shares``, ``_spread``)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import itertools
 import math
-import uuid
 
 import numpy as np
 import pandas as pd
@@ -21,7 +19,7 @@ from ..kernels.index import CandidateIndex
 
 from .blocks import Block, HOME, QUERY_CHUNK, REACH, VISITS, WORK, _encoded, _rechunk, encode_queries
 from .catalogue import Need, RANGED
-from .folds import _index_of, _mark, add_work
+from .folds import _mark, add_work
 
 if TYPE_CHECKING:
     from .search import _Run
@@ -115,78 +113,6 @@ def _home_job(run: _Run, start: DataFrame, c: DataFrame, need: Need, n_blocks: i
     placed = (both.withColumn(GROUP_KEY, where).repartition(tasks, GROUP_KEY)
               .sortWithinPartitions(HOME, SHARE, F.desc(GROUP)))
     return placed.mapInPandas(fold_homes, start.schema)
-
-
-def _scan_job(run: _Run, initial: DataFrame, c: DataFrame, tasks: int) -> DataFrame:
-    """A search of one block in one Spark job, with no block fetched by the driver: the
-    queries go to ``tasks`` tasks by a hash of their id, and every task receives all the
-    candidates, in the same shuffle (a partition per task, its candidates first, as in the
-    home job). A task sorts the candidates by id and encodes them, which gives the block
-    the driver's path (``search._scan``) would fetch: the same codes, the same index, so
-    the same states bit for bit. A Python worker builds the index once for the search (a
-    token names it) and the tasks it runs after the first reuse it. Only what the scan
-    reads goes through the shuffle; the task adds the fresh state (``initial``'s).
-
-    Each task receives every candidate: ``tasks`` times the block goes through the
-    shuffle, which the caller bounds (``SCAN_SHUFFLE_ROWS``)."""
-    variables, space, fold, salt = run.variables, run.space, run.fold, run.salt
-    plain_below, n_candidates = run.settings.plain_below, run.n_candidates
-    columns = initial.columns
-    fresh = {column: value for column, value, _ in fold.state}
-    fresh.update({REACH: math.inf, VISITS: 1, **{column: 0 for column in WORK}})
-    token = uuid.uuid4().hex
-    ours = [ID, *[f"v{i}" for i in range(len(variables))]]
-
-    def block_of(cands) -> Block:
-        got = sum(len(part) for part in cands)
-        if got != n_candidates:
-            # every task must fold every candidate: a result from fewer would be wrong
-            raise RuntimeError(f"search {run.name}: a task of the scan received {got} candidates of {n_candidates}; "
-                               "this is a bug, please report it with the log")
-        if _SCANNED.get("token") == token:
-            return _SCANNED["block"]
-        cpdf = pd.concat(cands, ignore_index=True)[ours].sort_values(ID, kind="stable").reset_index(drop=True)
-        block = _encoded(cpdf, variables, None, plain_below)
-        block.token = token
-        _SCANNED.clear()
-        _SCANNED.update(token=token, block=block)
-        return block
-
-    def fold_scan(batches):
-        for _, rows in itertools.groupby(_runs(batches), key=lambda r: r[0]):
-            cands = []
-            for candidate, group in itertools.groupby(rows, key=lambda r: r[1]):
-                parts = (part for _, _, part in group)
-                if candidate:
-                    cands = list(parts)
-                    continue
-                block = block_of(cands)
-                index = _index_of(block, space)
-                for qpdf in _rechunk(parts, QUERY_CHUNK):
-                    pdf = qpdf.reset_index(drop=True)
-                    for column, value in fresh.items():
-                        pdf[column] = value
-                    before = index.work.copy()
-                    fold.step(index, encode_queries(pdf, variables, block), pdf[ID].to_numpy(dtype=np.int64), salt,
-                              pdf)
-                    add_work(pdf, index, before)
-                    yield pdf[columns]
-
-    kinds = dict(initial.dtypes)
-    queries = initial.select(*ours, *fold.carry, F.lit(0).cast("long").alias(HOME),
-                             F.pmod(F.xxhash64(ID), F.lit(tasks)).alias(SHARE), F.lit(0).alias(GROUP))
-    cands = c.select(*ours, *[F.lit(0).cast(kinds[x]).alias(x) for x in fold.carry], F.lit(0).cast("long").alias(HOME),
-                     F.explode(F.sequence(F.lit(0).cast("long"), F.lit(tasks - 1).cast("long"))).alias(SHARE),
-                     F.lit(1).alias(GROUP))
-    spread = run.strategy.spread(initial.sparkSession, tasks)
-    where = F.coalesce(F.create_map(*itertools.chain.from_iterable(
-        (F.lit(t), F.lit(k).cast("long")) for t, k in spread.items()))[F.col(SHARE)], F.lit(0).cast("long"))
-    placed = (queries.unionByName(cands).withColumn(GROUP_KEY, where).repartition(tasks, GROUP_KEY)
-              .sortWithinPartitions(SHARE, F.desc(GROUP)))
-    return placed.mapInPandas(fold_scan, initial.schema)
-
-
-_SCANNED: dict = {}  # in a Python worker: the block of the last search it scanned, by its token
 
 
 def _home_shares(parts: int | None, n_blocks: int) -> int:

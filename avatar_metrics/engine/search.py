@@ -34,11 +34,6 @@ blocking and the homes; only the work changes, and the log says how many
 (query, block) visits were made of the full scan's, and how many query rows
 the later jobs read.
 
-One small block goes in one job instead (``_scan_shuffled``): the block is shuffled to
-every task of the queries, with them (``homes._scan_job``), when the rows that shuffle
-carries in all stay under ``SCAN_SHUFFLE_ROWS``; a larger block is fetched once by the
-driver and shipped in the pass's closure (``_scan``: two jobs).
-
 Two searches share this machinery, each a ``Fold``: ``nearest`` carries the
 top-2 state; ``within`` carries counts of the candidates within a per-query
 radius (and the tie-break winner at it), which add up from block to block
@@ -81,7 +76,7 @@ from ..schema import Variable
 from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, WORK, _blocks, _materialize, _select, closure_cap, is_connect
 from .catalogue import Need, _by_locality, _homes, _level_counts, _locality_order, _need
 from .folds import Fold, NEAREST, NEAREST1, WITHIN, _pass, _within_reach, _within_step
-from .homes import _home_job, _home_shares, _scan_job, _spread
+from .homes import _home_job, _home_shares, _spread
 
 
 log = logging.getLogger(__name__)
@@ -194,10 +189,7 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
                n_queries=n_queries, stats=SearchStats(name), strategy=strategy)
     if run.remote:
         run.cap = strategy.closure_cap(queries.sparkSession)
-    tasks = _scan_tasks(run, queries.sparkSession) if n_blocks == 1 else None
-    if tasks:
-        chains, cached = _scan_shuffled(run, initial, c, tasks)
-    elif n_blocks == 1:
+    if n_blocks == 1:
         chains, cached = _scan(run, initial, c)
     else:
         chains, cached = _local(run, initial, c, n_blocks, fresh)
@@ -316,45 +308,6 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     return chains, chains
 
 
-# A search of one block goes in one Spark job, the block shuffled to every task of its queries
-# (``_scan_job``), when the candidates that shuffle carries in all (the block's times its tasks)
-# are at most this many; above, the driver fetches the block and ships it in the pass's
-# closure (``_scan``: two jobs, but the block travels once). Most small runs are below it.
-SCAN_SHUFFLE_ROWS = 400_000
-
-
-# queries per task of such a search, when the search did not repartition its queries
-SCAN_QUERIES_PER_TASK = 5_000
-
-
-def _scan_tasks(run: _Run, spark) -> int | None:
-    """The tasks of a one-block search in one job (``_scan_shuffled``), or None for the
-    driver's path: when the number of queries is known and the shuffle stays small."""
-    if run.n_queries is None or run.n_candidates == 0:
-        return None
-    tasks = run.parts or min(shuffle_partitions(spark) or 1,
-                             max(1, -(-run.n_queries // SCAN_QUERIES_PER_TASK)))
-    return tasks if tasks * run.n_candidates <= run.strategy.scan_shuffle_rows else None
-
-
-def _scan_shuffled(run: _Run, initial: DataFrame, c: DataFrame, tasks: int):
-    """One block in one Spark job: the candidates shuffled to the queries' tasks
-    (``_scan_job``), the states cached and counted in the same job. Its states, and what
-    to unpersist."""
-    state = _scan_job(run, initial, c, tasks)
-    chain, rows, _ = _materialize(state.select(ID, *WORK, *run.fold.columns), run.remote, run.work)
-    if rows != run.n_queries:
-        # a query twice (or lost) would give a wrong result
-        raise RuntimeError(f"search {run.name}: the scan returned {rows} queries of {run.n_queries}; "
-                           "this is a bug, please report it with the log")
-    run.done, run.visits = run.n_candidates, rows
-    run.progress(f"block 1 of 1 (one job, {tasks} tasks)", rows)
-    st = run.stats
-    st.blocks, st.first, st.catalogued = 1, "scan", 1
-    st.queries = st.visits = st.first_visits = st.full = rows
-    return [chain], [chain]
-
-
 def _local(run: _Run, initial: DataFrame, c: DataFrame, n_blocks: int, fresh):
     """Blocks by locality: a first job gives each query a home block and marks the other
     blocks it must search; the later jobs fetch only the blocks some query is marked for,
@@ -450,4 +403,3 @@ class Strategy:
     remote: Callable = is_connect  # (queries) -> whether to take the Spark Connect path
     closure_cap: Callable = closure_cap  # (spark) -> the bytes a block's closure may take (Spark Connect)
     min_queries_per_partition: int = MIN_QUERIES_PER_PARTITION
-    scan_shuffle_rows: int = SCAN_SHUFFLE_ROWS  # one block in one job up to these candidate rows shuffled (0: never)
