@@ -163,7 +163,7 @@ def test_a_race_won_by_the_scan_is_checked_at_scale_against_the_walk(monkeypatch
     kind times the walk on race_explore_queries queries beside the scan, and the walk takes the
     rest when it was at most race_explore_slack times as slow (here: always, or never); a later
     call does what the first decided, and every state is the brute force's."""
-    Q, C, space, rng = census_like(4)
+    Q, C, space, _ = census_like(4)
     nq, nc = Q.shape[0], C.shape[0]
     qids = np.arange(nq, dtype=np.int64)
     cids = np.arange(nc, dtype=np.int64) + 10_000
