@@ -375,8 +375,8 @@ class CandidateIndex:
         of 32,768, where the walk stays at 4 to 4.6). The walk's cost per query is uneven: a
         query whose reach is past its last level costs it the scan of the block and the
         lookups, one more call of the scan, where most cost a few lookups (census 200,000: a
-        sample of 15 queries took the walk twice the scan's time, 25,000 queries a fifth of
-        it). A race on a few dozen queries sees neither. So the first time for each kind of
+        sample of 15 queries took the walk twice the scan's time, 25,000 queries about a
+        seventh of it). A race on a few dozen queries sees neither. So the first time for each kind of
         call (``key``), ``way`` and the race's pick each take race_explore_queries of the
         queries, and ``way`` takes the rest when it was at most race_explore_slack times as
         slow on them; later calls of that kind do what the first decided. Folds the queries
