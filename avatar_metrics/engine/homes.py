@@ -139,9 +139,9 @@ def _spread(spark, n: int) -> dict[int, int]:
     """For each b < n, a number that Spark's hash partitioning into n partitions puts in
     partition b (its pmod(hash(x), n)): the blocks' tasks then hold a block each, where
     hashing the block numbers would put several in one task and leave others empty.
-    Computed here with Spark's own hash of a long (``spark_hash``), so no Spark job; a
-    residue not found maps to itself (any placement gives the same result, only the
-    tasks' shares of the work change)."""
+    Computed here with Spark's own hash of a long (``spark_hash``), so no Spark job
+    (``spark`` is unused: ``Strategy.spread``'s signature); a residue not found maps to
+    itself (any placement gives the same result, only the tasks' shares of the work change)."""
     found: dict[int, int] = {}
     for x in range(64 * n):
         found.setdefault(spark_hash(x) % n, x)  # (Python's % is Spark's pmod for n > 0)

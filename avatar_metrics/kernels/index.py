@@ -355,9 +355,8 @@ class CandidateIndex:
             rest = np.setdiff1d(rest, taken, assume_unique=True)  # the sample's rest too
             # (the walk before the index: where it is not dropped by far, it is the faster at scale
             # on census-shaped data, and the index's check then times the walk's pick, not the scan's)
-            for way in ("mismatch", "index"):
-                if (fold[0] != WITHIN and rest.size and how != way and way in ways
-                        and spent[way] <= race.race_explore * spent[how]):
+            for way in ("mismatch", "index") if fold[0] != WITHIN else ():
+                if rest.size and how != way and way in ways and spent[way] <= race.race_explore * spent[how]:
                     rest, how = self._at_scale(way, Q, QC, rest, sq, args, fold, cap, how, key)
         way = how if how in ("flat", "mismatch") else "index"  # "auto" with too few queries to race: the index
         if rest.size:  # (none left when the race's sample was the whole call)
@@ -365,22 +364,21 @@ class CandidateIndex:
         self._by(way, Q, QC, rest, sq, args, fold, cap)
 
     def _at_scale(self, way: str, Q, QC, rest, sq, args, fold, cap: int, how: str, key):
-        """``way`` (the index or the walk) where the race dropped it but not by far, for the
-        nearest (a count within a radius walks a tree per query, whose cost per query a race
-        measures as it is: on census-shaped data, timing it on 2,048 queries of a band cost
-        more than the band). A race's sample meets the ways a few queries a call, where the
-        cost of a call weighs most. The index visits the groups once per distinct categorical
-        profile of a call's queries, so its cost per query falls as a call holds more queries
-        (the default shape, a block of 250,000: 6.4 us a query in calls of 512, 2.8 in calls
-        of 32,768, where the walk stays at 4 to 4.6). The walk's cost per query is uneven: a
-        query whose reach is past its last level costs it the scan of the block and the
-        lookups, one more call of the scan, where most cost a few lookups (census 200,000: a
-        sample of 15 queries took the walk twice the scan's time, 25,000 queries about a
-        seventh of it). A race on a few dozen queries sees neither. So the first time for each kind of
-        call (``key``), ``way`` and the race's pick each take race_explore_queries of the
-        queries, and ``way`` takes the rest when it was at most race_explore_slack times as
-        slow on them; later calls of that kind do what the first decided. Folds the queries
-        it timed; returns the others and the way that takes them."""
+        """``way`` (the index or the walk) where the race dropped it but not by far, for the nearest
+        (a count within a radius walks a tree per query, whose cost per query a race measures as it
+        is: on census-shaped data, timing it on 2,048 queries of a band cost more than the band). A
+        race's sample meets the ways a few queries a call, where the cost of a call weighs most. The
+        index visits the groups once per distinct categorical profile of a call's queries, so its
+        cost per query falls as a call holds more queries (the default shape, a block of 250,000:
+        6.4 us a query in calls of 512, 2.8 in calls of 32,768, where the walk stays at 4 to 4.6).
+        The walk's cost per query is uneven: a query whose reach is past its last level costs it the
+        scan of the block and the lookups, one more call of the scan, where most cost a few lookups
+        (census 200,000: a sample of 15 queries took the walk twice the scan's time, 25,000 queries
+        about a seventh of it). A race on a few dozen queries sees neither. So the first time for
+        each kind of call (``key``), ``way`` and the race's pick each take race_explore_queries of
+        the queries, and ``way`` takes the rest when it was at most race_explore_slack times as slow
+        on them; later calls of that kind do what the first decided. Folds the queries it timed;
+        returns the others and the way that takes them."""
         race = self.tuning
         m = race.race_explore_queries
         seen = self._seen.get((way, key))
