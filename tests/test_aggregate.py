@@ -112,7 +112,10 @@ def test_histograms_of_count_like_numpy(spark):
     x = np.where(rng.random(n) < 0.2, np.nan, rng.random(n) * 2 - 0.5)  # beyond [0, 1] both sides
     y = np.where(rng.random(n) < 0.1, np.nan, rng.random(n))
     df = spark.createDataFrame(pd.DataFrame({"x": x, "y": y})).repartition(4)
-    got = histograms_of(df, {"x": [("x", 0.0, 1.0, 10)], "xy": [("x", 0.0, 1.0, 4), ("y", 0.0, 1.0, 5)]})
+    from pyspark.sql import functions as F
+
+    got = histograms_of(df, {"x": [("x", 0.0, 1.0, 10)], "xy": [("x", 0.0, 1.0, 4), ("y", 0.0, 1.0, 5)]},
+                        counts={"rows": F.lit(True), "x<y": F.col("x") < F.col("y"), "none": F.lit(False)})
 
     def bins(v, k):
         return np.clip(np.floor(v * k), 0, k - 1).astype(int)
@@ -123,6 +126,8 @@ def test_histograms_of_count_like_numpy(spark):
     want = np.zeros((4, 5), int)
     np.add.at(want, (bins(x[both], 4), bins(y[both], 5)), 1)
     assert got["xy"] == want.tolist()
+    # counted in the same action; a null condition (a NaN here is null) counts nothing
+    assert (got["rows"], got["x<y"], got["none"]) == (n, int(np.sum(x[both] < y[both])), 0)
 
 
 @pytest.mark.parametrize("buckets,collect,rounds", [(4096, 100_000, 8), (2, 3, 8), (3, 1, 8), (2, 1, 2)])

@@ -57,6 +57,8 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
     finally:
         release(inputs)
     assert pdf[ID].tolist() == list(range(len(O)))
+    # the largest d1, taken in the job that caches the result (the metrics' histograms' range)
+    assert stats.largest == pdf.d1.max()
     got = list(zip(pdf.d1.tolist(), pdf.d2.tolist(), pdf.n1.tolist(), pdf.cid.tolist()))
     return (got, stats) if with_stats else got
 

@@ -356,14 +356,19 @@ def _bin(col, lo: Column, width: Column, bins: int):
 Axis = tuple[str, float, float, int]  # column, lo, hi, bins
 
 
-def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[str, list]:
+def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]],
+                  counts: Mapping[str, Column] | None = None) -> dict[str, list | int]:
     """Counts per bin of several histograms in one Spark action.
 
     Each histogram has one axis (a list of counts) or two (counts[i][j]:
     records in bin i of the first axis and bin j of the second); a record
     counts where none of its axis columns is null. Values outside [lo, hi]
-    go to the end bins.
+    go to the end bins. ``counts``: conditions whose records are counted in
+    the same action (a histogram of one bin), each an int under its name.
     """
+    counts = dict(counts or {})
+    if set(counts) & set(wanted):
+        raise ValueError(f"histograms_of: {sorted(set(counts) & set(wanted))} named as a histogram and a count")
     names = list(wanted)
     # the axes' ends may be statistics of the data (the largest distance): carried as data
     edges = {}
@@ -380,6 +385,8 @@ def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[s
             cell = cell * F.lit(bins) + _bin(col(c), v[f"lo{h}_{a}"], v[f"w{h}_{a}"], bins)
             present = present & col(c).isNotNull()
         cells.append(F.struct(F.lit(h).alias("h"), F.when(present, cell).alias("cell")))
+    for j, condition in enumerate(counts.values()):
+        cells.append(F.struct(F.lit(len(names) + j).alias("h"), F.when(condition, F.lit(0)).alias("cell")))
     rows = (df.select(F.explode(F.array(*cells)).alias("x")).select("x.*").filter(F.col("cell").isNotNull())
             .groupBy("h", "cell").count().collect())
     out = {}
@@ -393,6 +400,8 @@ def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]]) -> dict[s
             width = axes[1][3]
             flat = [flat[i * width:(i + 1) * width] for i in range(axes[0][3])]
         out[name] = flat
+    for j, name in enumerate(counts):
+        out[name] = sum(int(r["count"]) for r in rows if r["h"] == len(names) + j)
     return out
 
 

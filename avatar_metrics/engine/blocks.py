@@ -142,11 +142,13 @@ def is_connect(df: DataFrame) -> bool:
     return type(df).__module__.startswith("pyspark.sql.connect")
 
 
-def _materialize(df: DataFrame, remote: bool, work: list | None = None) -> tuple[DataFrame, int, int]:
+def _materialize(df: DataFrame, remote: bool, work: list | None = None,
+                 largest: dict | None = None) -> tuple[DataFrame, int, int]:
     """``df`` computed once and kept on the executors, its number of rows, and
     the sum of its ``VISITS`` column (0 without one): one job on classic Spark
     (the aggregate fills the cache), two under Spark Connect. With ``work``, the sums of the
-    ``WORK`` columns are added to it (the same job).
+    ``WORK`` columns are added to it (the same job); with ``largest``, its ``d1`` entry is set
+    to the largest ``d1`` (None without the column or a value), in the same job too.
 
     Classic Spark: cached, so a lost executor's part is recomputed from the
     plan. Spark Connect: a local checkpoint. A Connect plan travels whole with
@@ -159,10 +161,13 @@ def _materialize(df: DataFrame, remote: bool, work: list | None = None) -> tuple
     df = checkpoint(df) if remote else persist(df)
     visits = F.sum(VISITS) if VISITS in df.columns else F.lit(0)
     sums = [F.sum(c) if work is not None and c in df.columns else F.lit(0) for c in WORK]
-    row = df.agg(F.count(F.lit(1)), visits, *sums).first()
+    top = F.max("d1") if largest is not None and "d1" in df.columns else F.lit(None)
+    row = df.agg(F.count(F.lit(1)), visits, *sums, top).first()
     if work is not None:
         work[0] += int(row[2] or 0)
         work[1] += int(row[3] or 0)
+    if largest is not None:
+        largest["d1"] = None if row[4] is None else float(row[4])
     return df, int(row[0]), int(row[1] or 0)
 
 

@@ -206,7 +206,9 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
     union = chains[0]
     for other in chains[1:]:
         union = union.unionByName(other)
-    merged = _materialize(fold.merge(union), run.remote)[0]
+    top: dict = {}
+    merged = _materialize(fold.merge(union), run.remote, largest=top)[0]
+    st.largest = top["d1"]
     for other in cached:
         other.unpersist()
     st.seconds = time.perf_counter() - run.t0
@@ -235,6 +237,7 @@ class SearchStats:
     seconds: float = 0.0
     evaluated: int = 0  # distances the kernels evaluated (of queries x candidates)
     looked_up: int = 0  # candidates they looked up without one (tables, counted mismatches, profiles)
+    largest: float | None = None  # a nearest search's largest d1, taken in the job that caches the result
 
 
 @dataclass
@@ -281,7 +284,7 @@ class _Run:
 def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     """One block: every query folds every piece of it (a piece: the block, or a slice under
     Spark Connect), ``CHAIN`` pieces per job. The chains' states, and what to unpersist."""
-    chains, n_pieces = [], 0
+    chains, n_pieces, top = [], 0, {}
     pieces = _blocks(c.withColumn("__am_block", F.lit(0)), [0], run.variables, None, run.cap, run.name,
                      run.settings.block_size, run.fetch, run.settings.plain_below)
     try:
@@ -291,7 +294,7 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
             run.done += sum(n_rows for _, n_rows, _ in batch)
             # (the kernels' work stays in the chain: a select of a cached frame would be what the
             # caller unpersists, and the cache would stay)
-            chain, rows, _ = _materialize(state.select(ID, *WORK, *run.fold.columns), run.remote, run.work)
+            chain, rows, _ = _materialize(state.select(ID, *WORK, *run.fold.columns), run.remote, run.work, top)
             chains.append(chain)
             n_pieces += len(batch)
             run.visits = rows * n_pieces
@@ -305,6 +308,7 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     st.blocks, st.first, st.catalogued = 1, "scan", 1
     st.queries = rows
     st.visits = st.first_visits = st.full = run.visits
+    st.largest = top.get("d1")  # the result's when it is one chain (else the merge's, in ``_search``)
     return chains, chains
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
@@ -49,19 +49,20 @@ def per_record(wa: DataFrame, ho: DataFrame) -> DataFrame:
 BINS = 40
 
 
-def _histograms(rec: DataFrame, d_hi: float) -> dict:
-    """Distributions for the report's plots, counted by Spark in one pass (no records collected)."""
+def _histograms(rec: DataFrame, d_hi: float, at_risk: Column) -> tuple[dict, int]:
+    """Distributions for the report's plots, and the records ``at_risk``, counted by Spark in one
+    pass (no records collected)."""
     d, r = (d_hi, BINS), (1.0, BINS)
     h = histograms_of(rec, {
         "d_wa": [("d_wa", 0.0, *d)], "d_ho": [("d_ho", 0.0, *d)],
         "r_wa": [("r_wa", 0.0, *r)], "r_ho": [("r_ho", 0.0, *r)],
         "both": [("d_wa", 0.0, d_hi, 25), ("r_wa", 0.0, 1.0, 25)],
-    })
+    }, counts={"at_risk": at_risk})
     return {
         "distance": {"lo": 0.0, "hi": d_hi, "avatars": h["d_wa"], "holdout": h["d_ho"]},
         "ratio": {"lo": 0.0, "hi": 1.0, "avatars": h["r_wa"], "holdout": h["r_ho"]},
         "distance_ratio": {"d_hi": d_hi, "r_hi": 1.0, "counts": h["both"]},
-    }
+    }, h["at_risk"]
 
 
 @dataclass
@@ -110,17 +111,19 @@ def references(inputs: Inputs, cfg: Config) -> Reference:
     return Reference("approximate_holdout", wo, wa, ho, n_wo, wa_stats.rows, n - n_wo, stats, cached, n_queries)
 
 
-def to_avatars(inputs: Inputs, cfg: Config) -> DataFrame:
+def to_avatars(inputs: Inputs, cfg: Config, with_stats: bool = False):
     """With a real holdout: the originals asked about against every avatar, all variables, ranges
     over O, A and H (``nearest``: d1, d2, n1, cid). Closest Rate's d^WA search, which Membership
-    Inference reads too: computed once per run, released with the inputs."""
+    Inference reads too: computed once per run, released with the inputs. ``with_stats``: (the
+    DataFrame, its ``SearchStats``)."""
     if SEARCHES[0] not in inputs.shared:
         variables = inputs.typed()
         stats = inputs.stats_of("originals", "avatars", "holdout")
-        inputs.shared[SEARCHES[0]] = nearest(
+        inputs.shared[SEARCHES[0]], inputs.shared[SEARCHES[0] + " stats"] = nearest(
             inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCHES[0],
-            search=cfg.search, n_candidates=inputs.n_avatars, n_queries=inputs.n_queries)
-    return inputs.shared[SEARCHES[0]]
+            search=cfg.search, n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, with_stats=True)
+    df = inputs.shared[SEARCHES[0]]
+    return (df, inputs.shared[SEARCHES[0] + " stats"]) if with_stats else df
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -180,11 +183,11 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             return MetricResult.not_computed(
                 target, "no working original has a ratio against the avatars (every second distance is 0)", details
             )
-        details["histograms"] = _histograms(rec, max(v for v in (max_d_wa, max_d_ho, 1e-9) if v is not None))
         # the thresholds are statistics of the originals' distances: carried as data (engine.carried)
         rec_tau, tau = carry(rec, {"d": tau_d, "r": tau_r})
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= tau["d"]) & (F.col("r_wa") <= tau["r"])
-        at_risk = rec_tau.filter(risky).count()
+        details["histograms"], at_risk = _histograms(
+            rec_tau, max(v for v in (max_d_wa, max_d_ho, 1e-9) if v is not None), risky)
         if cfg.records:  # computed in the records step, from ``rec`` kept cached until then (``holds``)
             records = rec_tau.select(
                 ID,

@@ -59,26 +59,28 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     variables = inputs.typed()
     ranges = ranges_of(inputs.stats_of("originals", "avatars", "holdout"), variables)
     queries, m = inputs.queries_of("avatars")
-    found = []
+    found, largest = [], []
     try:
         for name, candidates, count in zip(SEARCHES, (inputs.originals, inputs.holdout),
                                            (inputs.n_originals, inputs.n_holdout)):
-            found.append(nearest(queries, candidates, variables, ranges, name=name, search=cfg.search,
-                                 n_candidates=count, n_queries=m, first_only=True))  # d1 only
+            df, st = nearest(queries, candidates, variables, ranges, name=name, search=cfg.search,
+                             n_candidates=count, n_queries=m, first_only=True, with_stats=True)  # d1 only
+            found.append(df)
+            largest.append(st.largest)
         both = (found[0].select(ID, F.col("d1").alias("d_o"))
                 .join(found[1].select(ID, F.col("d1").alias("d_h")), ID))
-        row = both.agg(
-            F.count(F.lit(1)).alias("m"),
-            F.count(F.when(F.col("d_o") < F.col("d_h"), 1)).alias("closer"),
-            F.count(F.when(F.col("d_o") == F.col("d_h"), 1)).alias("ties"),
-            F.count(F.when(F.col("d_o") == 0, 1)).alias("ims_o"),
-            F.count(F.when(F.col("d_h") == 0, 1)).alias("ims_h"),
-            F.max(F.greatest("d_o", "d_h")).alias("hi"),
-        ).collect()[0]
+        # the histograms' range is the largest distance, which the searches took: the counts and
+        # the histograms in one action
+        hi = max([float(x) for x in largest if x is not None] + [1e-9])
+        row = histograms_of(both, {"o": [("d_o", 0.0, hi, BINS)], "h": [("d_h", 0.0, hi, BINS)]}, counts={
+            "m": F.lit(True),
+            "closer": F.col("d_o") < F.col("d_h"),
+            "ties": F.col("d_o") == F.col("d_h"),
+            "ims_o": F.col("d_o") == 0,
+            "ims_h": F.col("d_h") == 0,
+        })
         if row["m"] != m:
             raise RuntimeError(f"{KEY_NAME}: {row['m']} of {m} avatars have both distances: this is a bug")
-        hi = max(float(row["hi"]), 1e-9)
-        h = histograms_of(both, {"o": [("d_o", 0.0, hi, BINS)], "h": [("d_h", 0.0, hi, BINS)]})
     finally:
         for df in found:
             df.unpersist()
@@ -95,7 +97,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         "avatars": m,
         "ims_originals": float(Fraction(int(row["ims_o"]), m)),
         "ims_holdout": float(Fraction(int(row["ims_h"]), m)),
-        "histograms": {"lo": 0.0, "hi": hi, SERIES[0][0]: h["o"], SERIES[1][0]: h["h"]},
+        "histograms": {"lo": 0.0, "hi": hi, SERIES[0][0]: row["o"], SERIES[1][0]: row["h"]},
         "sampled_avatars": inputs.n_avatars_sampled,
     }
     if inputs.n_avatars_sampled is not None:

@@ -50,11 +50,11 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         return MetricResult.not_computed(target, NO_HOLDOUT)
     variables = inputs.typed()
     stats = inputs.stats_of("originals", "avatars", "holdout")
-    members = to_avatars(inputs, cfg)
+    members, to_members = to_avatars(inputs, cfg, with_stats=True)
     n_h = inputs.n_holdout_queries
-    non = nearest(inputs.holdout_queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCH,
-                  search=cfg.search, n_candidates=inputs.n_avatars, n_queries=n_h,
-                  first_only=True)  # d1 only
+    non, to_non = nearest(inputs.holdout_queries(), inputs.avatars, variables, ranges_of(stats, variables),
+                          name=SEARCH, search=cfg.search, n_candidates=inputs.n_avatars, n_queries=n_h,
+                          first_only=True, with_stats=True)  # d1 only
     try:
         scores = (members.select(F.col("d1").alias("s"), F.lit(True).alias("member"))
                   .unionByName(non.select(F.col("d1").alias("s"), F.lit(False).alias("member"))))
@@ -67,15 +67,14 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         h_k = elements_of(non, {"d1": [k]})[("d1", k)]
         # the threshold is a holdout record's score: carried as data (engine.carried)
         with_h, h = carry(scores, {"h_k": h_k})
-        row = with_h.agg(
-            F.count(F.when(F.col("member") & (F.col("s") < h["h_k"]), 1)).alias("tp"),
-            F.count(F.when(~F.col("member") & (F.col("s") < h["h_k"]), 1)).alias("fp"),
-            F.max("s").alias("hi"),
-        ).collect()[0]
-        hi = max(float(row["hi"]), 1e-9)
-        h = histograms_of(scores.select(F.when(F.col("member"), F.col("s")).alias("m"),
-                                        F.when(~F.col("member"), F.col("s")).alias("h")),
-                          {"members": [("m", 0.0, hi, BINS)], "non_members": [("h", 0.0, hi, BINS)]})
+        # the histograms' range is the largest score, which the searches took: the counts and the
+        # histograms in one action
+        hi = max([float(x) for x in (to_members.largest, to_non.largest) if x is not None] + [1e-9])
+        sides = with_h.select("*", F.when(F.col("member"), F.col("s")).alias("m"),
+                              F.when(~F.col("member"), F.col("s")).alias("h"))
+        row = histograms_of(sides, {"members": [("m", 0.0, hi, BINS)], "non_members": [("h", 0.0, hi, BINS)]},
+                            counts={"tp": F.col("member") & (F.col("s") < h["h_k"]),
+                                    "fp": ~F.col("member") & (F.col("s") < h["h_k"])})
     finally:
         non.unpersist()
     auc = ranking.auc
@@ -85,7 +84,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         "tpr_at_1pct_fpr": 100.0 * (row["tp"] / n_o),
         "members": n_o,
         "non_members": n_h,
-        "roc": {"lo": 0.0, "hi": hi, "members": h["members"], "non_members": h["non_members"],
+        "roc": {"lo": 0.0, "hi": hi, "members": row["members"], "non_members": row["non_members"],
                 "point": [row["fp"] / n_h, row["tp"] / n_o]},
     }
     if inputs.n_sampled is not None or inputs.n_holdout_sampled is not None:
