@@ -60,7 +60,13 @@ def test_column_direct_match_reveals_copied_identifier(spark):
 
 
 @pytest.mark.parametrize("known", [["i_small", "cat2", "cont"], ["f_small", "const", "flag", "const_null"], ["cont"]])
-def test_knowledge(spark, frames, known):
+@pytest.mark.parametrize("in_driver", [True, False])
+def test_knowledge(spark, frames, known, in_driver, monkeypatch):
+    """Against the reference, with the statistics of U taken by the driver (a small table) and by Spark."""
+    from avatar_metrics.metrics import knowledge
+
+    if not in_driver:
+        monkeypatch.setattr(knowledge, "DRIVER_ROWS", 0)
     O, A = frames
     rep = run(spark, O, A, 2, known_variables=known, only=[KPR])
     m = rep["metrics"]["knowledge_protection_rate"]
@@ -79,6 +85,29 @@ def test_knowledge_when_every_profile_hashes_alike(spark, frames, monkeypatch):
     rep = run(spark, O, A, 3, known_variables=known, records=True, only=[KPR])
     m = rep["metrics"]["knowledge_protection_rate"]
     assert (m["value"], m["details"]["unique_originals"], m["details"]["matched"]) == ref.knowledge(O, A, known, KINDS)
+
+
+def test_knowledge_bins_the_same_from_the_driver_and_from_spark(spark, monkeypatch):
+    """The driver's statistics of U and Spark's give the same bins bit for bit: ties, negatives, nulls,
+    a constant, a variable null everywhere, and values whose deviations overflow float64 when squared."""
+    import numpy as np
+
+    from avatar_metrics.metrics import knowledge
+
+    rng = np.random.default_rng(11)
+    n = 300
+    big = rng.choice([-3e160, 1e160, 7.5e159, 2e155], n)  # squared deviations past float64: scaled
+    ties = rng.integers(-5, 6, n).astype(float) / 3  # thirds: sums that round in float64
+    wide = np.where(rng.random(n) < 0.2, None, rng.normal(1e6, 3.0, n))
+    cols = {"k0": big, "k1": ties, "k2": wide, "k3": [2.5] * n, "k4": [None] * n}
+    pdf = pd.DataFrame({"__am_id": np.arange(n), **cols})
+    U = spark.createDataFrame(pdf, "__am_id long, " + ", ".join(f"{k} double" for k in cols)).repartition(3)
+    kcols, kinds = list(cols), ["numeric"] * len(cols)
+    from_driver = knowledge._numeric_bins(U, kcols, kinds, n)
+    monkeypatch.setattr(knowledge, "DRIVER_ROWS", 0)
+    from_spark = knowledge._numeric_bins(U, kcols, kinds, n)
+    assert from_driver == from_spark
+    assert from_driver[0].step is not None and from_driver[3].step is None and from_driver[4].count == 0
 
 
 def test_knowledge_bins_minus_zero_as_zero(spark):

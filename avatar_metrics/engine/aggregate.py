@@ -111,6 +111,19 @@ def weighted_summaries(values: DataFrame, names: Sequence[str]) -> dict[str, Sum
     return out
 
 
+def summaries_of_rows(rows, names: Sequence[str]) -> dict[str, Summary]:
+    """``weighted_summaries`` of rows (var, x, w) already in the driver: the same exact totals,
+    counts and ranges (a rational sum is one number whatever the order it is added in)."""
+    out: dict[str, Summary] = {}
+    for i, name in enumerate(names):
+        xs = [(float(x), int(w)) for var, x, w in rows if var == i and x is not None]
+        if any(not math.isfinite(x) for x, _ in xs):
+            raise ValueError("exact sums need finite values")
+        out[name] = Summary(sum((Fraction(x) * w for x, w in xs), Fraction(0)), sum(w for _, w in xs),
+                            min((x for x, _ in xs), default=None), max((x for x, _ in xs), default=None))
+    return out
+
+
 def midpoint_percentiles(df: DataFrame, column: str, qs) -> tuple[list[float | None], int]:
     """Exact percentiles with midpoint interpolation, computed by Spark.
 

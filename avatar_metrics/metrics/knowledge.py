@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..engine.aggregate import long_values, weighted_summaries
+from ..engine.aggregate import COUNTING, long_values, summaries_of_rows, weighted_summaries
 from ..engine.carried import carry
 from ..io import ID, cache_plain, col
 from ..kernels.exact import deviation_scale, mean_of, sd_of
@@ -33,6 +33,7 @@ KEY_NAME = "knowledge_protection_rate"
 
 
 BIG = 2.0**52  # from here on every float64 is an integer
+DRIVER_ROWS = COUNTING.collect  # distinct (variable, value) rows of U the driver takes its statistics from
 PROFILE = "__profile"  # a 64-bit hash of a binned profile: the key both sides of the join are partitioned by
 
 
@@ -106,33 +107,49 @@ def unique_profiles(df: DataFrame, cols) -> DataFrame:
     return df.groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"), F.min(ID).alias(ID)).filter("__c = 1").drop("__c")
 
 
-def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
-    """The bins of the numeric known variables from exact statistics over U.
+def _numeric_bins(U: DataFrame, kcols, kinds, most: int) -> list[Bins | None]:
+    """The bins of the numeric known variables from exact statistics over U (of at most ``most`` records).
 
     The statistics are taken from each variable's distinct values in U with
     their counts (a small table where values repeat, as ages and hours do):
     the squared deviations need a second pass, over that table, not over U.
+    When that table cannot have more than ``DRIVER_ROWS`` rows, it comes to
+    the driver, which takes both passes (one Spark action instead of two and
+    the means' carrying): the same float64 operations, the same exact sums.
     """
     numeric = [k for k, kind in zip(kcols, kinds) if kind == "numeric"]
     bins: list[Bins | None] = [None] * len(kcols)
     if not numeric:
         return bins
-    distinct = cache_plain(long_values(U, {k: col(k) for k in numeric}).filter(F.col("x").isNotNull())
-                           .groupBy("var", "x").agg(F.count(F.lit(1)).alias("w")))
-    try:
-        first = weighted_summaries(distinct, numeric)
-        means = {k: mean_of(s.total, s.n) for k, s in first.items() if s.n}
-        scale = {k: deviation_scale(max(first[k].hi - m, m - first[k].lo)) for k, m in means.items()}
-        # the means are statistics of the unique originals: carried as data (engine.carried)
-        centred, v = carry(distinct, {**{f"m{i}": means[k] for i, k in enumerate(numeric) if k in means},
-                                      **{f"s{i}": 2.0 ** -scale[k] for i, k in enumerate(numeric) if k in means}})
-        d = F.lit(None).cast("double")
-        for i, k in enumerate(numeric):
-            if k in means:
-                d = F.when(F.col("var") == i, (F.col("x") - v[f"m{i}"]) * v[f"s{i}"]).otherwise(d)
-        dev = weighted_summaries(centred.select("var", (d * d).alias("x"), "w"), numeric)
-    finally:
-        distinct.unpersist()
+    distinct = (long_values(U, {k: col(k) for k in numeric}).filter(F.col("x").isNotNull())
+                .groupBy("var", "x").agg(F.count(F.lit(1)).alias("w")))
+    if most * len(numeric) <= DRIVER_ROWS:
+        rows = distinct.collect()
+        first = summaries_of_rows(rows, numeric)
+        means, scale = _centre(first)
+        at = {i: (means[k], 2.0 ** -scale[k]) for i, k in enumerate(numeric) if k in means}
+
+        def square(var, x):
+            m, s = at[var]
+            d = (x - m) * s
+            return d * d
+
+        dev = summaries_of_rows([(var, square(var, x), w) for var, x, w in rows if var in at], numeric)
+    else:
+        distinct = cache_plain(distinct)
+        try:
+            first = weighted_summaries(distinct, numeric)
+            means, scale = _centre(first)
+            # the means are statistics of the unique originals: carried as data (engine.carried)
+            centred, v = carry(distinct, {**{f"m{i}": means[k] for i, k in enumerate(numeric) if k in means},
+                                          **{f"s{i}": 2.0 ** -scale[k] for i, k in enumerate(numeric) if k in means}})
+            d = F.lit(None).cast("double")
+            for i, k in enumerate(numeric):
+                if k in means:
+                    d = F.when(F.col("var") == i, (F.col("x") - v[f"m{i}"]) * v[f"s{i}"]).otherwise(d)
+            dev = weighted_summaries(centred.select("var", (d * d).alias("x"), "w"), numeric)
+        finally:
+            distinct.unpersist()
     for i, k in enumerate(kcols):
         if k in first:
             s = first[k]
@@ -141,6 +158,13 @@ def _numeric_bins(U: DataFrame, kcols, kinds) -> list[Bins | None]:
         elif k in numeric:
             bins[i] = bins_for(0, None, None, math.nan, math.nan)
     return bins
+
+
+def _centre(first: dict) -> tuple[dict, dict]:
+    """Each variable's exact mean (where it has values), and the power of two its deviations are
+    scaled by before squaring (``deviation_scale``)."""
+    means = {k: mean_of(s.total, s.n) for k, s in first.items() if s.n}
+    return means, {k: deviation_scale(max(first[k].hi - m, m - first[k].lo)) for k, m in means.items()}
 
 
 def compute(inputs: Inputs, cfg: Config) -> MetricResult:
@@ -161,7 +185,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     if "numeric" in kinds:
         U = cache_plain(U)
     try:
-        bins = _numeric_bins(U, kcols, kinds)
+        bins = _numeric_bins(U, kcols, kinds, n)
         # the avatars partitioned by their profile's hash before grouping: the grouping
         # adds no shuffle, and its output is already where the join on that hash wants
         # it. The profiles' own equality is one opaque condition checked after the hash
