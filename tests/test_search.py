@@ -36,7 +36,7 @@ def expected(frames):
 
 
 def run_search(spark, O, A, subset, partitions, block_size, query_partitions=None, n_queries=None,
-               with_stats=False, strategy=None, plain_below=0, first_only=False):
+               with_stats=False, strategy=None, plain_below=0, first_only=False, whole=None):
     """(d1, d2, n1, cid) per original from the search; ``with_stats``: and its ``SearchStats``.
     Every block through the index and its race (``plain_below`` 0), unless told otherwise: the
     data here is far smaller than the blocks a run scans plainly."""
@@ -48,10 +48,12 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
         names = SUBSETS[subset]
         variables = [Variable(v, KINDS[v]) for v in names]
         ranges = ranges_of([inputs.stats["originals"], inputs.stats["avatars"]], variables)
+        held = whole(inputs) if whole is not None else None  # the avatars in the driver (``Whole``)
         res, stats = nearest(inputs.originals, inputs.avatars, variables, ranges, name=f"test/{subset}",
                              search=SearchSettings(seed=5, block_size=block_size, query_partitions=query_partitions,
                                                    plain_below=plain_below),
-                             n_queries=n_queries, with_stats=True, strategy=strategy, first_only=first_only)
+                             n_queries=n_queries, with_stats=True, strategy=strategy, first_only=first_only,
+                             whole=held)
         pdf = res.toPandas().sort_values(ID)
         res.unpersist()
     finally:
@@ -95,6 +97,30 @@ def test_the_nearest_only(spark, frames, expected, partitions, block_size):
     assert all(d2 == d1 for d1, d2, _, _ in got)
     _, top2 = run_search(spark, O, A, 0, partitions, block_size, with_stats=True)
     assert st.evaluated < top2.evaluated
+
+
+@pytest.mark.parametrize("subset", [0, 1])
+def test_a_table_held_in_the_driver_is_taken_whole(spark, frames, expected, subset):
+    """A one-block search over a table the driver holds (``Whole``: a run's small tables, fetched
+    once) takes its rows instead of fetching them: the same states, for all the variables or some;
+    a ``Whole`` of another table is not taken, nor is one in a search of several blocks."""
+    from avatar_metrics.engine.blocks import Whole
+
+    O, A = frames
+    made = []
+
+    def held(inputs, table=None):
+        made.append(Whole(inputs.avatars if table is None else table(inputs),
+                          [Variable(v, KINDS[v]) for v in reversed(list(KINDS))]))  # any order of the variables
+        return made[-1]
+
+    assert run_search(spark, O, A, subset, 2, block_size=N, whole=held) == expected[subset]
+    assert made[-1].pdf is not None and len(made[-1].pdf) == len(A)  # taken: fetched once, whole
+    assert run_search(spark, O, A, subset, 2, block_size=16, whole=held) == expected[subset]
+    assert made[-1].pdf is None  # several blocks: each fetched by the search
+    other = lambda inputs: inputs.avatars.select("*")  # noqa: E731 - the same rows, another DataFrame
+    assert run_search(spark, O, A, subset, 2, block_size=N, whole=lambda inputs: held(inputs, other)) == expected[subset]
+    assert made[-1].pdf is None
 
 
 def test_block_of_one_record_and_query_partitions(spark, frames, expected):

@@ -73,7 +73,8 @@ from ..io import ID, persist
 from ..kernels.gower import Space, search_salt
 from ..schema import Variable
 
-from .blocks import CHAIN, Fetch, HOME, REACH, VISITS, WORK, _blocks, _materialize, _select, closure_cap, is_connect
+from .blocks import (CHAIN, Fetch, HOME, REACH, VISITS, WORK, Whole, _blocks, _materialize, _select, closure_cap,
+                     is_connect)
 from .catalogue import Need, _by_locality, _homes, _level_counts, _locality_order, _need
 from .folds import Fold, NEAREST, NEAREST1, WITHIN, _pass, _within_reach, _within_step
 from .homes import _home_job, _home_shares, _spread
@@ -95,6 +96,7 @@ def nearest(
     with_stats: bool = False,
     strategy: "Strategy | None" = None,
     first_only: bool = False,
+    whole: Whole | None = None,
 ):
     """For every query: d1, d2, n1 (candidates at d1) and the chosen candidate ``cid``.
     ``first_only``: for a caller that reads no ``d2`` (the nearest only): the search then
@@ -106,11 +108,12 @@ def nearest(
     Spark job per ``CHAIN`` candidate blocks; the returned DataFrame is cached
     (the caller unpersists it). The result is the same whatever the number
     and order of the blocks. ``with_stats``: (the DataFrame, its ``SearchStats``); ``strategy``:
-    the choices that change the work, never the result (``Strategy``).
+    the choices that change the work, never the result (``Strategy``); ``whole``: ``candidates``
+    (the same object) held in the driver, taken instead of a fetch when the search is one block.
     """
     df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates,
                         NEAREST1 if first_only else NEAREST, n_queries,
-                        strategy)
+                        strategy, whole)
     return (df, stats) if with_stats else df
 
 
@@ -127,6 +130,7 @@ def within(
     cap: int | None = None,
     with_stats: bool = False,
     strategy: "Strategy | None" = None,
+    whole: Whole | None = None,
 ):
     """For every query with a ``radius`` column: ``le`` and ``lt``, the candidates at
     distance at most and less than its radius, and ``key``/``cid``, the tie-break
@@ -139,12 +143,12 @@ def within(
     radius and one strictly inside (``CandidateIndex.within``), counting what the blocks
     before it found; a query past its cap searches no further block (its reach is -1):
     ``min(le, cap + 1)`` and ``lt > 0`` stay exact, and so does everything of a query with
-    ``lt == 0``. ``with_stats``: (the DataFrame, its ``SearchStats``).
+    ``lt == 0``. ``with_stats``: (the DataFrame, its ``SearchStats``); ``whole`` as ``nearest``'s.
     """
     fold = WITHIN if cap is None else replace(WITHIN, step=functools.partial(_within_step, cap=cap),
                                               reach=functools.partial(_within_reach, cap=cap))
     df, stats = _search(queries, candidates, variables, ranges, name, search, n_candidates, fold, n_queries,
-                        strategy)
+                        strategy, whole)
     return (df, stats) if with_stats else df
 
 
@@ -162,7 +166,7 @@ MIN_QUERIES_PER_PARTITION = 10_000
 
 
 def _search(queries, candidates, variables, ranges, name, search, n_candidates, fold: Fold,
-            n_queries: int | None = None, strategy: "Strategy | None" = None):
+            n_queries: int | None = None, strategy: "Strategy | None" = None, whole: Whole | None = None):
     variables = list(variables)
     strategy = strategy or Strategy()
     space = Space(is_cat=np.array([v.kind == "categorical" for v in variables]), ranges=np.asarray(ranges, float))
@@ -186,7 +190,8 @@ def _search(queries, candidates, variables, ranges, name, search, n_candidates, 
                        *[F.lit(0).cast("long").alias(c) for c in WORK])
     run = _Run(name=name, variables=variables, space=space, salt=salt, fold=fold,
                remote=strategy.remote(queries), n_candidates=n_candidates, settings=search, parts=parts,
-               n_queries=n_queries, stats=SearchStats(name), strategy=strategy)
+               n_queries=n_queries, stats=SearchStats(name), strategy=strategy,
+               whole=whole if whole is not None and whole.table is candidates else None)
     if run.remote:
         run.cap = strategy.closure_cap(queries.sparkSession)
     if n_blocks == 1:
@@ -262,6 +267,7 @@ class _Run:
     stats: SearchStats | None = None
     strategy: "Strategy | None" = None
     work: list = field(default_factory=lambda: [0, 0])  # distances evaluated, candidates looked up
+    whole: Whole | None = None  # the candidates in the driver already, for a search of one block
 
     def progress(self, what: str, full: int) -> None:
         elapsed = time.perf_counter() - self.t0
@@ -286,7 +292,7 @@ def _scan(run: _Run, initial: DataFrame, c: DataFrame):
     Spark Connect), ``CHAIN`` pieces per job. The chains' states, and what to unpersist."""
     chains, n_pieces, top = [], 0, {}
     pieces = _blocks(c.withColumn("__am_block", F.lit(0)), [0], run.variables, None, run.cap, run.name,
-                     run.settings.block_size, run.fetch, run.settings.plain_below)
+                     run.settings.block_size, run.fetch, run.settings.plain_below, run.whole)
     try:
         while batch := list(itertools.islice(pieces, CHAIN)):
             state = _pass(initial, [(block, b) for block, _, b in batch], run.variables, run.space, run.salt,

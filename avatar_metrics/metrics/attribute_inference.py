@@ -26,7 +26,7 @@ from ..io import ID, col
 from ..stats import Estimate, inference_risk, least_protection_interval, risk_interval
 from ..plots import figure, pairs_svg
 from ..schema import Inputs, ranges_of
-from .base import Metric, MetricResult
+from .base import Metric, MetricResult, whole
 from .membership import NO_HOLDOUT
 
 KEY_NAME = "attribute_inference_protection"
@@ -81,7 +81,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     try:
         for name, (queries, table, n) in zip(SEARCHES, sides):
             res = nearest(queries, inputs.avatars, known, ranges, name=name, search=cfg.search,
-                          n_candidates=inputs.n_avatars, n_queries=n, first_only=True)  # cid only
+                          n_candidates=inputs.n_avatars, n_queries=n, first_only=True,
+                          whole=whole(inputs, "avatars"))  # cid only
             found.append(res)
             right = right_guesses(res, table, inputs.avatars, inputs, secrets, tolerances)
             row = right.agg(F.count(F.lit(1)).alias("n"),

@@ -97,3 +97,20 @@ def jsonable(obj: Any) -> Any:
     if hasattr(obj, "item"):  # numpy scalar
         return jsonable(obj.item())
     return obj
+
+
+# A run's tables of at most this many records are fetched into the driver once, for all its
+# one-block searches over them (``engine.blocks.Whole``); a larger table is fetched by each search.
+WHOLE_BELOW = 100_000
+
+
+def whole(inputs: "Inputs", role: str):
+    """The table of ``role`` (``"originals"``, ``"avatars"``, ``"holdout"``) as the run's searches
+    take it whole (``nearest``'s ``whole``), or None for a larger one: made once a run (the
+    lanes' metrics share it), fetched by the first search that scans it."""
+    from ..engine.blocks import Whole
+
+    table = {"originals": inputs.originals, "avatars": inputs.avatars, "holdout": inputs.holdout}[role]
+    if table is None or inputs.stats[role].rows > WHOLE_BELOW:
+        return None
+    return inputs.shared.setdefault(f"whole {role}", Whole(table, inputs.typed()))

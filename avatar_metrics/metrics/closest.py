@@ -23,7 +23,7 @@ from ..engine.search import nearest
 from ..engine.split import working_ids
 from ..io import ID, persist
 from ..plots import figure, heatmap_svg, histogram_svg
-from .base import MetricResult
+from .base import MetricResult, whole
 from ..schema import Inputs, TableStats, ranges_of, table_stats
 from .base import Metric
 from .sampled import rate_details
@@ -121,7 +121,8 @@ def to_avatars(inputs: Inputs, cfg: Config, with_stats: bool = False):
         stats = inputs.stats_of("originals", "avatars", "holdout")
         inputs.shared[SEARCHES[0]], inputs.shared[SEARCHES[0] + " stats"] = nearest(
             inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables), name=SEARCHES[0],
-            search=cfg.search, n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, with_stats=True)
+            search=cfg.search, n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, with_stats=True,
+            whole=whole(inputs, "avatars"))
     df = inputs.shared[SEARCHES[0]]
     return (df, inputs.shared[SEARCHES[0] + " stats"]) if with_stats else df
 
@@ -154,8 +155,9 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             if name == SEARCHES[0] and ref.name == "holdout":  # the same search as Membership Inference's
                 results.append(to_avatars(inputs, cfg))
                 continue
+            # (the holdout in the driver is taken only when it is the candidates: not an approximate one)
             results.append(nearest(ref.wo, candidates, variables, ranges, name=name, search=cfg.search,
-                                   n_candidates=count, n_queries=ref.n_queries))
+                                   n_candidates=count, n_queries=ref.n_queries, whole=whole(inputs, "holdout")))
         rec = persist(per_record(*results))
         q = cfg.quantile
         # the 100th percentiles are the largest distances, for the histograms' range

@@ -35,7 +35,7 @@ from ..io import ID
 from ..plots import figure, histogram_svg
 from ..schema import Inputs, ranges_of
 from ..stats import Estimate, share_interval
-from .base import Metric, MetricResult
+from .base import Metric, MetricResult, whole
 
 KEY_NAME = "dcr_share_protection"
 SEARCHES = ("dcr_originals", "dcr_holdout")
@@ -61,10 +61,10 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     queries, m = inputs.queries_of("avatars")
     found, largest = [], []
     try:
-        for name, candidates, count in zip(SEARCHES, (inputs.originals, inputs.holdout),
-                                           (inputs.n_originals, inputs.n_holdout)):
-            df, st = nearest(queries, candidates, variables, ranges, name=name, search=cfg.search,
-                             n_candidates=count, n_queries=m, first_only=True, with_stats=True)  # d1 only
+        for name, role, count in zip(SEARCHES, ("originals", "holdout"), (inputs.n_originals, inputs.n_holdout)):
+            df, st = nearest(queries, getattr(inputs, role), variables, ranges, name=name, search=cfg.search,
+                             n_candidates=count, n_queries=m, first_only=True, with_stats=True,
+                             whole=whole(inputs, role))  # d1 only
             found.append(df)
             largest.append(st.largest)
         both = (found[0].select(ID, F.col("d1").alias("d_o"))

@@ -19,7 +19,7 @@ from ..engine.search import nearest
 from ..io import ID
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
-from .base import MetricResult
+from .base import MetricResult, whole
 from ..schema import Inputs, ranges_of
 from .base import Metric
 from .sampled import rate_details
@@ -64,7 +64,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             variables = inputs.typed(half)
             res = nearest(inputs.queries(), inputs.avatars, variables, ranges_of(stats, variables),
                           name=name, search=cfg.search, n_candidates=inputs.n_avatars,
-                          n_queries=inputs.n_queries, first_only=True)  # cid and n1 only
+                          n_queries=inputs.n_queries, first_only=True, whole=whole(inputs, "avatars"))  # cid, n1 only
             results.append(res)
         a = results[0].select(ID, F.col("cid").alias("ca"), F.col("n1").alias("na"))
         b = results[1].select(ID, F.col("cid").alias("cb"), F.col("n1").alias("nb"))

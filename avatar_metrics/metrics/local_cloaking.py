@@ -34,7 +34,7 @@ from ..engine.search import within
 from ..io import ID, persist
 from ..stats import Estimate, median_interval, midpoint_ranks
 from ..plots import figure, histogram_svg
-from .base import MetricResult
+from .base import MetricResult, whole
 from ..schema import Inputs, ranges_of
 from .base import COUNT, Metric
 
@@ -53,7 +53,8 @@ def cloaking(inputs: Inputs, cfg: Config) -> DataFrame:
         queries = inputs.queries().join(radius, ID)
         cap = cfg.local_cloaking_cap
         counts = within(queries, inputs.avatars, variables, ranges, name=SEARCH, search=cfg.search,
-                        n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, cap=cap)
+                        n_candidates=inputs.n_avatars, n_queries=inputs.n_queries, cap=cap,
+                        whole=whole(inputs, "avatars"))
         out = persist(counts.select(
             ID,
             F.least(F.col("le") - 1, F.lit(cap)).alias("local_cloaking"),

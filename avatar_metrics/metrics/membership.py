@@ -25,7 +25,7 @@ from ..engine.search import nearest
 from ..stats import Estimate, auc_interval
 from ..plots import figure, roc_svg
 from ..schema import Inputs, ranges_of
-from .base import Metric, MetricResult
+from .base import Metric, MetricResult, whole
 from .closest import to_avatars
 
 KEY_NAME = "membership_inference_protection"
@@ -54,7 +54,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     n_h = inputs.n_holdout_queries
     non, to_non = nearest(inputs.holdout_queries(), inputs.avatars, variables, ranges_of(stats, variables),
                           name=SEARCH, search=cfg.search, n_candidates=inputs.n_avatars, n_queries=n_h,
-                          first_only=True, with_stats=True)  # d1 only
+                          first_only=True, with_stats=True, whole=whole(inputs, "avatars"))  # d1 only
     try:
         scores = (members.select(F.col("d1").alias("s"), F.lit(True).alias("member"))
                   .unionByName(non.select(F.col("d1").alias("s"), F.lit(False).alias("member"))))
