@@ -99,7 +99,7 @@ def test_the_nearest_only(spark, frames, expected, partitions, block_size):
     assert st.evaluated < top2.evaluated
 
 
-@pytest.mark.parametrize("subset", [0, 1])
+@pytest.mark.parametrize("subset", [1])  # some of the variables, in another order than the held table's
 def test_a_table_held_in_the_driver_is_taken_whole(spark, frames, expected, subset):
     """A one-block search over a table the driver holds (``Whole``: a run's small tables, fetched
     once) takes its rows instead of fetching them: the same states, for all the variables or some;
