@@ -369,6 +369,12 @@ def _bin(col, lo: Column, width: Column, bins: int):
 Axis = tuple[str, float, float, int]  # column, lo, hi, bins
 
 
+def histogram_top(*largest: float | None) -> float:
+    """The upper edge of histograms of distances from 0: the largest of the values given (None
+    left out), and at least 1e-9, so that every bin has a width."""
+    return max([float(x) for x in largest if x is not None] + [1e-9])
+
+
 def histograms_of(df: DataFrame, wanted: Mapping[str, Sequence[Axis]],
                   counts: Mapping[str, Column] | None = None) -> dict[str, list | int]:
     """Counts per bin of several histograms in one Spark action.

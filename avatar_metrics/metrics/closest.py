@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.aggregate import histograms_of, percentiles_of
+from ..engine.aggregate import histogram_top, histograms_of, percentiles_of
 from ..engine.carried import carry
 from ..engine.search import nearest
 from ..engine.split import working_ids
@@ -189,7 +189,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         rec_tau, tau = carry(rec, {"d": tau_d, "r": tau_r})
         risky = F.col("r_wa").isNotNull() & (F.col("d_wa") <= tau["d"]) & (F.col("r_wa") <= tau["r"])
         details["histograms"], at_risk = _histograms(
-            rec_tau, max(v for v in (max_d_wa, max_d_ho, 1e-9) if v is not None), risky)
+            rec_tau, histogram_top(max_d_wa, max_d_ho), risky)
         if cfg.records:  # computed in the records step, from ``rec`` kept cached until then (``holds``)
             records = rec_tau.select(
                 ID,

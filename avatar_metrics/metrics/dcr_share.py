@@ -28,7 +28,7 @@ from fractions import Fraction
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.aggregate import histograms_of
+from ..engine.aggregate import histogram_top, histograms_of
 from ..engine.search import nearest
 from ..engine.split import draw_avatar_sample
 from ..io import ID
@@ -71,7 +71,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
                 .join(found[1].select(ID, F.col("d1").alias("d_h")), ID))
         # the histograms' range is the largest distance, which the searches took: the counts and
         # the histograms in one action
-        hi = max([float(x) for x in largest if x is not None] + [1e-9])
+        hi = histogram_top(*largest)
         row = histograms_of(both, {"o": [("d_o", 0.0, hi, BINS)], "h": [("d_h", 0.0, hi, BINS)]}, counts={
             "m": F.lit(True),
             "closer": F.col("d_o") < F.col("d_h"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from ..config import Config
-from ..engine.aggregate import elements_of, histograms_of, mann_whitney
+from ..engine.aggregate import elements_of, histogram_top, histograms_of, mann_whitney
 from ..engine.carried import carry
 from ..engine.search import nearest
 from ..stats import Estimate, auc_interval
@@ -69,7 +69,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         with_h, h = carry(scores, {"h_k": h_k})
         # the histograms' range is the largest score, which the searches took: the counts and the
         # histograms in one action
-        hi = max([float(x) for x in (to_members.largest, to_non.largest) if x is not None] + [1e-9])
+        hi = histogram_top(to_members.largest, to_non.largest)
         sides = with_h.select("*", F.when(F.col("member"), F.col("s")).alias("m"),
                               F.when(~F.col("member"), F.col("s")).alias("h"))
         row = histograms_of(sides, {"members": [("m", 0.0, hi, BINS)], "non_members": [("h", 0.0, hi, BINS)]},
