@@ -12,7 +12,8 @@ from pyspark.sql import DataFrame
 
 from .engine.split import working_ids
 from .errors import InputError
-from .io import ID, RESERVED_PREFIX, check_input_order, persist, with_position
+from .io import ID, RESERVED_PREFIX, check_input_order, persist
+from .positions import with_position
 from .schema import key_id, key_missing
 
 # Below this many records a holdout half is too small to be a useful reference

@@ -1,9 +1,8 @@
-"""Reading the input tables and giving every record a deterministic id.
+"""Reading the input tables, and the settings, caches and checkpoints every step goes through.
 
-Spark has no row order of its own. The positional index of a record is its
-place in the input: files in path order, then byte offset of the file split,
-then order within the split. ``monotonically_increasing_id`` alone depends on
-how Spark packs files into partitions; combined with ``_metadata`` it does not.
+Spark has no row order of its own: whether a table's plan keeps its input's
+order is checked here (``check_input_order``); each record's position in that
+order is ``positions``' work.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import logging
 import os
 import re
 import threading
-from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -236,38 +234,6 @@ def input_files(df: DataFrame) -> list[str]:
         return []
 
 
-def _has_file_metadata(df: DataFrame) -> bool:
-    try:
-        if not df.inputFiles():  # in-memory data: nothing to probe
-            return False
-        df.select(F.col("_metadata.file_path"), F.col("_metadata.file_block_start")).schema
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-# Past this many rows a table of numbers goes through createDataFrame: a VALUES text of
-# thousands of rows costs Spark's parser and analyser more than the job it saves.
-LOCAL_ROWS = 2000
-
-
-def _local_longs(spark, rows, names) -> DataFrame:
-    """A small table of 64-bit integers held in the plan itself (SQL ``VALUES``).
-
-    ``createDataFrame`` would make it an RDD, and broadcasting it a Spark job
-    of its own (about a second with a cold JVM); a local table is broadcast
-    from the driver. Only numbers the driver computed go into the text.
-    """
-    if len(rows) > LOCAL_ROWS:
-        return spark.createDataFrame(rows, ", ".join(f"{n} long" for n in names))
-    if not rows:
-        rows, where = [(0,) * len(names)], " WHERE false"
-    else:
-        where = ""
-    values = ", ".join("(" + ", ".join(f"{int(v)}L" for v in r) + ")" for r in rows)
-    return spark.sql(f"SELECT * FROM VALUES {values} AS t({', '.join(names)}){where}")
-
-
 # The nodes of an analyzed plan whose output keeps its input's row order, run after run (spec:
 # "Inputs", row alignment): reading files or a table, local data, projections and filters, a
 # coalesce. Any other node (a join, an aggregation, a shuffle, a sort with ties) has none.
@@ -308,63 +274,6 @@ def check_input_order(df: DataFrame, role: str) -> None:
             f"Spark reproduces (its plan has a {node}: a shuffle hands rows over in a different order from run to "
             "run, and again when a task is retried). Add a key column to every table and set row_key, or give "
             "tables read from files or made from local data")
-
-
-def with_position(df: DataFrame, col: str = ID) -> DataFrame:
-    """Add ``col``: the 0-based position of each record in the input order (``with_positions``
-    of this one table)."""
-    return with_positions([df], col)[0]
-
-
-def with_positions(dfs: Sequence[DataFrame], col: str = ID) -> list[DataFrame]:
-    """Each DataFrame with ``col`` added: the 0-based position of each record in its input order.
-
-    For file sources the order is (file path, split offset, order in split);
-    for other DataFrames (in-memory, say) the order of their partitions. Only
-    per-split counts reach the driver, never records.
-
-    A first pass counts the records of each (file, split, Spark partition)
-    and notes the first ``monotonically_increasing_id`` of each: a split's
-    records have consecutive ids inside their partition. The tables' counts
-    come back in one action (their union), so that a run's inputs cost one
-    planning and one wait rather than one per table. The second pass needs no
-    file metadata: it finds each record's split by its partition and id range
-    (a broadcast join on the partition number), a quarter cheaper than joining
-    on the file path of every record.
-    """
-    mid = "__am_mid"
-
-    def tag(frame):
-        return frame.withColumn(mid, F.monotonically_increasing_id()).withColumn("__am_p", F.shiftright(F.col(mid), 33))
-
-    union = None
-    for t, df in enumerate(dfs):
-        if _has_file_metadata(df):
-            keys = [F.col("_metadata.file_path").alias("__am_f"), F.col("_metadata.file_block_start").alias("__am_b")]
-        else:
-            keys = [F.lit("").alias("__am_f"), F.lit(0).cast("long").alias("__am_b")]
-        counts = (tag(df.select("*", *keys)).groupBy("__am_f", "__am_b", "__am_p")
-                  .agg(F.count(F.lit(1)).alias("n"), F.min(mid).alias("m0"))
-                  .select(F.lit(t).alias("__am_t"), "__am_f", "__am_b", "__am_p", "n", "m0"))
-        union = counts if union is None else union.unionByName(counts)
-    groups: list[list] = [[] for _ in dfs]
-    for r in union.collect() if union is not None else ():
-        groups[r["__am_t"]].append(r)
-    out = []
-    for df, rows in zip(dfs, groups):
-        rows.sort(key=lambda r: (r["__am_f"], r["__am_b"], r["m0"]))
-        offsets, total = [], 0
-        for r in rows:
-            offsets.append((r["__am_p"], r["m0"], r["m0"] + r["n"], total))
-            total += r["n"]
-        table = _local_longs(df.sparkSession, offsets, ("__am_q", "__am_m0", "__am_m1", "__am_off"))
-        tagged = tag(df)
-        inside = ((F.col("__am_p") == F.col("__am_q")) & (F.col(mid) >= F.col("__am_m0"))
-                  & (F.col(mid) < F.col("__am_m1")))
-        joined = tagged.join(F.broadcast(table), inside)
-        joined = joined.withColumn(col, F.col("__am_off") + F.col(mid) - F.col("__am_m0"))
-        out.append(joined.drop("__am_p", "__am_q", "__am_m0", "__am_m1", "__am_off", mid))
-    return out
 
 
 COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"

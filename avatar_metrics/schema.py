@@ -10,15 +10,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .config import Config
 from .errors import ConfigError, InputError
-from .io import (ID, KEY, RESERVED_PREFIX, cache_plain, check_input_order, col, column_name, csv_roles,
-                 with_positions)
+from . import positions
+from .io import ID, KEY, RESERVED_PREFIX, cache_plain, check_input_order, col, column_name, csv_roles
+from .summaries import TableStats, summarise
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -31,37 +31,6 @@ class Variable:
 
     name: str
     kind: str  # "numeric" | "categorical"
-
-
-@dataclass(frozen=True)
-class ColumnStats:
-    non_null: int
-    min: float | None  # numeric variables only
-    max: float | None
-    infinite: int = 0  # +inf / -inf values (numeric)
-
-
-@dataclass(frozen=True)
-class TableStats:
-    """Rows of a table, and per variable its non-null count and numeric range."""
-
-    rows: int
-    columns: dict[str, ColumnStats]
-
-    def __getitem__(self, name: str) -> ColumnStats:
-        return self.columns[name]
-
-
-def ranges_of(stats: Sequence[TableStats], variables: Sequence[Variable]) -> np.ndarray:
-    """max - min of each numeric variable over the tables whose stats are given."""
-    out = np.zeros(len(variables))
-    for i, v in enumerate(variables):
-        if v.kind != "numeric":
-            continue
-        lows = [s[v.name].min for s in stats if s[v.name].min is not None]
-        highs = [s[v.name].max for s in stats if s[v.name].max is not None]
-        out[i] = (max(highs) - min(lows)) if lows else math.nan
-    return out
 
 
 def type_class(dt: T.DataType) -> str | None:
@@ -100,6 +69,7 @@ class Inputs:
     avatars_mark: Column | None = None
     n_avatars_sampled: int | None = None
     secrets: tuple[str, ...] = ()  # the Attribute Inference secrets (secret_variables, or every variable not known)
+    cached: list[DataFrame] = field(default_factory=list)  # the caches the tables are read from (released with them)
 
     def queries_of(self, side: str) -> tuple[DataFrame, int]:
         """The records of one side (``"originals"``, ``"holdout"`` or ``"avatars"``) that the
@@ -257,7 +227,7 @@ def _secrets(cfg: Config, variables: dict[str, str], known: tuple[str, ...]) -> 
 
 
 def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = None,
-           exact: Mapping[str, str] | None = None) -> DataFrame:
+           exact: Mapping[str, str] | None = None, keep: str | None = None) -> DataFrame:
     """Select the id (and row key) and the variables, in the forms every metric compares.
 
     NaN becomes null (the spec: NaN is a null); decimals become float64. A
@@ -269,6 +239,8 @@ def _clean(df: DataFrame, variables: dict[str, str], id_expr, key: str | None = 
     """
     exact = exact or {}
     cols = [id_expr.alias(ID)]
+    if keep is not None and keep in df.columns:  # a column the caller needs in the cache too
+        cols.append(col(keep))
     if key is not None:
         cols.append(col(key).alias(KEY))
     for c, kind in variables.items():
@@ -351,46 +323,6 @@ def check_keys(role: str, df: DataFrame, raw: DataFrame, key: str) -> None:
         _fail(f"{role}: row key column {key} has duplicated values: the key must be unique, or set row_key: null")
 
 
-INF = float("inf")
-
-
-def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
-    """Rows, and per variable: non-null count, min, max and infinite values (numeric)."""
-    return tables_stats({"": df}, variables)[""]
-
-
-def tables_stats(dfs: dict[str, DataFrame], variables: dict[str, str]) -> dict[str, TableStats]:
-    """``table_stats`` of several tables in one action: one aggregated row per table, their union
-    collected at once, so that Spark runs the tables' scans side by side (on cached tables this
-    fills their caches together) instead of one action, and its few jobs, per table."""
-    aggs = [F.count(F.lit(1)).alias("n")]
-    for i, (c, kind) in enumerate(variables.items()):
-        aggs.append(F.count(col(c)).alias(f"nn{i}"))
-        if kind == "numeric":
-            x = col(c).cast("double")
-            aggs += [F.min(x).alias(f"lo{i}"), F.max(x).alias(f"hi{i}"),
-                     F.count(F.when(F.abs(x) == F.lit(INF), 1)).alias(f"inf{i}")]
-    union = None
-    for t, df in enumerate(dfs.values()):
-        row = df.agg(*aggs).select(F.lit(t).alias("__am_t"), "*")
-        union = row if union is None else union.unionByName(row)
-    rows = {r["__am_t"]: r for r in union.collect()}
-    out = {}
-    for t, name in enumerate(dfs):
-        row = rows[t]
-        columns = {}
-        for i, (c, kind) in enumerate(variables.items()):
-            numeric = kind == "numeric"
-            columns[c] = ColumnStats(
-                non_null=row[f"nn{i}"],
-                min=row[f"lo{i}"] if numeric else None,
-                max=row[f"hi{i}"] if numeric else None,
-                infinite=row[f"inf{i}"] if numeric else 0,
-            )
-        out[name] = TableStats(rows=row["n"], columns=columns)
-    return out
-
-
 def _check_values(stats: dict[str, TableStats], variables: dict[str, str], name) -> None:
     """Every numeric variable finite, with a finite range over all the tables; ``name(c, role)``
     names a column in a message."""
@@ -427,20 +359,12 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
 
     if cfg.row_key is not None:
         check_key_types(raws, cfg.row_key)
-    tables = {}
+    cached = {}
     try:
         for role, raw in raws if cfg.row_key is None else ():
-            check_input_order(raw, role)  # before the positions, all the tables' in one action
-        placed = with_positions([raw for _, raw in raws]) if cfg.row_key is None else [None] * len(raws)
-        for (role, raw), positioned in zip(raws, placed):
-            if cfg.row_key is not None:
-                df = _clean(raw, variables, key_id(raw, cfg.row_key), cfg.row_key, exact)
-            else:
-                df = _clean(positioned, variables, F.col(ID), exact=exact)
-            tables[role] = cache_plain(df)
-        # one action fills the caches and counts: the positions' first pass reads no column, and
-        # counting there would decode the whole table once more (census-shaped, 1,000,000: 6 s)
-        stats = tables_stats(tables, variables)
+            check_input_order(raw, role)
+        once = {role for role, raw in raws if cfg.row_key is None and positions.in_one_pass(raw)}
+        tables, stats = _read(raws, variables, exact, cfg.row_key, once, cached)
         for role, raw in raws:
             if stats[role].rows == 0:
                 _empty(role)
@@ -473,7 +397,7 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
                   "so both tables need the same number of records (or a row_key); for synthetic data with no link to "
                   "the originals, set avatars_aligned: false")
     except BaseException:
-        for df in tables.values():
+        for df in cached.values():
             df.unpersist()
         raise
 
@@ -490,11 +414,44 @@ def prepare_inputs(originals: DataFrame, avatars: DataFrame, holdout: DataFrame 
         row_key=cfg.row_key,
         stats=stats,
         aligned=cfg.avatars_aligned,
+        cached=list(cached.values()),
     )
 
 
+def _read(raws, variables, exact, key, once, cached) -> tuple[dict[str, DataFrame], dict[str, TableStats]]:
+    """The tables, cleaned, cached (into ``cached``) and placed, and their statistics.
+
+    One action fills the caches and takes the statistics; the tables of one file or none
+    (``once``) are placed from the same action (``positions``), the others by a counting pass
+    first, which decodes no column. A table that its partitions cannot place goes the second
+    way after all, read again.
+    """
+    later = [(role, raw) for role, raw in raws if key is None and role not in once]
+    counted = dict(zip([role for role, _ in later], positions.with_positions([raw for _, raw in later]) if later else []))
+    grouped = {}
+    for role, raw in raws:
+        if key is not None:
+            df = _clean(raw, variables, key_id(raw, key), key, exact)
+        elif role in once:
+            df = _clean(positions.tag(raw), variables, F.col(positions.MID), exact=exact, keep=positions.SPLIT)
+            grouped[role] = positions.partition_counts(df)
+        else:
+            df = _clean(counted[role], variables, F.col(ID), exact=exact)
+        cached[role] = cache_plain(df)
+    stats, parts = summarise(cached, variables, grouped)
+    tables = dict(cached)
+    for role, raw in raws:
+        if role in grouped:
+            tables[role] = positions.place(cached[role], parts[role])
+            if tables[role] is None:
+                cached.pop(role).unpersist()
+                again, again_stats = _read([(role, raw)], variables, exact, key, (), cached)
+                tables[role], stats[role] = again[role], again_stats[role]
+    return tables, stats
+
+
 def release(inputs: Inputs) -> None:
-    for df in [df for _, df in inputs.tables()] + list(inputs.shared.values()):
+    for df in [df for _, df in inputs.tables()] + inputs.cached + list(inputs.shared.values()):
         if hasattr(df, "unpersist"):
             df.unpersist()
     inputs.shared.clear()

@@ -18,7 +18,7 @@ PACKAGE = ROOT / "avatar_metrics"
 LAYERS = [
     ("foundation", ["version", "errors", "kernels", "kernels.*", "stats", "outputs", "plots"]),
     ("configuration types", ["config"]),
-    ("inputs", ["io", "schema"]),
+    ("inputs", ["io", "positions", "summaries", "schema"]),
     ("engine", ["engine", "engine.*"]),
     ("metrics", ["metrics.*"]),
     ("registry", ["metrics"]),

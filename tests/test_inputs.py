@@ -5,14 +5,16 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 import reference as ref
 from avatar_metrics import evaluate, metrics
 from avatar_metrics.config import TableSpec
 from avatar_metrics.configure import as_config
 from avatar_metrics.errors import ConfigError, InputError
-from avatar_metrics import io
-from avatar_metrics.io import ID, read_table, with_position
+from avatar_metrics import positions
+from avatar_metrics.io import ID, read_table
+from avatar_metrics.positions import with_position
 from avatar_metrics.schema import prepare_inputs, release
 
 SECRET = "SECRET-VALUE-4242"
@@ -41,7 +43,7 @@ def write_parts(df, folder, parts, fmt="parquet"):
 @pytest.mark.parametrize("fmt,local_rows", [("parquet", 2000), ("csv", 2000), ("parquet", 0)])
 def test_position_is_input_order_whatever_the_split(spark, tmp_path, fmt, local_rows, monkeypatch):
     # local_rows 0: the split offsets go through createDataFrame, as for a table of thousands of splits
-    monkeypatch.setattr(io, "LOCAL_ROWS", local_rows)
+    monkeypatch.setattr(positions, "LOCAL_ROWS", local_rows)
     df = frame(3000).assign(seq=np.arange(3000))
     path = write_parts(df, tmp_path / fmt, 4, fmt)
     key = "spark.sql.files.maxPartitionBytes"
@@ -71,12 +73,72 @@ def test_positions_of_several_tables_in_one_action(spark, tmp_path):
     old = spark.conf.get(key)
     try:
         spark.conf.set(key, "4000")  # many splits per file
-        tables = io.with_positions([pq, cs, local])
+        tables = positions.with_positions([pq, cs, local])
         for t, n in zip(tables, sizes):
             pdf = t.select(ID, "seq").toPandas().sort_values(ID)
             assert pdf[ID].tolist() == list(range(n)) and pdf["seq"].tolist() == list(range(n))
     finally:
         spark.conf.set(key, old)
+
+
+def one_file_tables(spark, tmp_path):
+    """Tables whose positions come from the caching pass, each in several Spark partitions (with
+    ``maxPartitionBytes`` small): a parquet file of row groups of 400, a CSV file, a range."""
+    n = 1200
+    out = []
+    for i, fmt in enumerate(("parquet", "csv")):
+        pdf, path = frame(n, i).assign(seq=np.arange(n)), tmp_path / f"t{i}.{fmt}"
+        pdf.to_parquet(path, index=False, row_group_size=400) if fmt == "parquet" else pdf.to_csv(path, index=False)
+        out.append(read_table(spark, TableSpec(path=str(path), format=fmt), "originals"))
+    seq = F.col("id")
+    out.append(spark.range(0, n, 1, 3).select((seq % 40 + 20).alias("age"), F.lit("Lyon").alias("city"),
+                                              (seq / 7).alias("score"), seq.alias("seq")))
+    return out, n
+
+
+@pytest.mark.parametrize("most", [None, 1])
+def test_positions_in_the_caching_pass(spark, tmp_path, monkeypatch, most):
+    """A table of one file, or of none, gets its positions in the action that fills its cache:
+    the counting pass reads none of them (most=None); a table of more partitions than the plan
+    takes (most=1) goes through the counting pass after all, to the same positions."""
+    counted = []
+    count = positions.with_positions
+    monkeypatch.setattr(positions, "with_positions", lambda dfs: counted.append(len(dfs)) or count(dfs))
+    if most is not None:
+        monkeypatch.setattr(positions, "MOST_PARTITIONS", most)
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "8000")
+        (o, a, h), n = one_file_tables(spark, tmp_path)
+        inputs = prepare_inputs(o, a, h, as_config({"records": False}))
+        try:
+            for _, t in inputs.tables():
+                pdf = t.select(ID, "seq").toPandas().sort_values(ID)
+                assert pdf[ID].tolist() == list(range(n)) and pdf["seq"].tolist() == list(range(n))
+            assert inputs.stats["originals"].rows == n and inputs.stats["holdout"]["seq"].max == n - 1
+            assert len(inputs.cached) == 3
+        finally:
+            release(inputs)
+    finally:
+        spark.conf.set(key, old)
+    assert counted == ([] if most is None else [1, 1, 1])
+
+
+def test_place_orders_partitions_by_their_split(spark):
+    """``place``: partitions in the order of their splits' offsets, not of their numbers; none
+    where a partition holds two splits or its ids are not consecutive."""
+    p1 = 1 << 33
+    df = spark.createDataFrame([(0, 100), (1, 100), (p1, 0), (p1 + 1, 0), (p1 + 2, 0)], [ID, positions.SPLIT])
+    row = lambda p, n, m0, b0, b1=None: {"__am_p": p, "n": n, "__am_m0": m0, "__am_m1": m0 + n - 1,  # noqa: E731
+                                         "__am_b0": b0, "__am_b1": b0 if b1 is None else b1}
+    parts = [row(0, 2, 0, 100), row(1, 3, p1, 0)]
+    placed = positions.place(df, parts)
+    assert placed.columns == [ID]
+    assert [r[ID] for r in placed.collect()] == [3, 4, 0, 1, 2]
+    assert positions.place(df, [row(0, 2, 0, 0, 100), row(1, 3, p1, 0)]) is None
+    assert positions.place(df, [row(0, 3, 0, 100), row(1, 3, p1, 0)][:1] + [dict(row(1, 3, p1, 0), n=4)]) is None
+    assert positions.place(df, parts, most=1) is None
 
 
 def test_positional_alignment_across_files(spark, tmp_path):

@@ -11,7 +11,8 @@ from avatar_metrics.config import SearchSettings
 from avatar_metrics.configure import as_config
 from avatar_metrics.engine.search import nearest
 from avatar_metrics.io import ID
-from avatar_metrics.schema import Variable, prepare_inputs, ranges_of, release
+from avatar_metrics.schema import Variable, prepare_inputs, release
+from avatar_metrics.summaries import ranges_of
 from data import KINDS, perturbed, tricky
 
 N = 45

@@ -25,7 +25,8 @@ from ..engine.search import nearest
 from ..io import ID, col
 from ..stats import Estimate, inference_risk, least_protection_interval, risk_interval
 from ..plots import figure, pairs_svg
-from ..schema import Inputs, ranges_of
+from ..schema import Inputs
+from ..summaries import ranges_of
 from .base import Metric, MetricResult, whole
 from .membership import NO_HOLDOUT
 

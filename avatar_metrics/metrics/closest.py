@@ -24,7 +24,8 @@ from ..engine.split import working_ids
 from ..io import ID, persist
 from ..plots import figure, heatmap_svg, histogram_svg
 from .base import MetricResult, whole
-from ..schema import Inputs, TableStats, ranges_of, table_stats
+from ..schema import Inputs
+from ..summaries import TableStats, ranges_of, table_stats
 from .base import Metric
 from .sampled import rate_details
 

@@ -33,7 +33,8 @@ from ..engine.search import nearest
 from ..engine.split import draw_avatar_sample
 from ..io import ID
 from ..plots import figure, histogram_svg
-from ..schema import Inputs, ranges_of
+from ..schema import Inputs
+from ..summaries import ranges_of
 from ..stats import Estimate, share_interval
 from .base import Metric, MetricResult, whole
 

@@ -20,7 +20,8 @@ from ..io import ID
 from ..kernels.keyed import shuffle_key
 from ..plots import bars_svg, figure
 from .base import MetricResult, whole
-from ..schema import Inputs, ranges_of
+from ..schema import Inputs
+from ..summaries import ranges_of
 from .base import Metric
 from .sampled import rate_details
 

@@ -35,7 +35,8 @@ from ..io import ID, persist
 from ..stats import Estimate, median_interval, midpoint_ranks
 from ..plots import figure, histogram_svg
 from .base import MetricResult, whole
-from ..schema import Inputs, ranges_of
+from ..schema import Inputs
+from ..summaries import ranges_of
 from .base import COUNT, Metric
 
 KEY_NAME = "local_cloaking"

@@ -24,7 +24,8 @@ from ..engine.carried import carry
 from ..engine.search import nearest
 from ..stats import Estimate, auc_interval
 from ..plots import figure, roc_svg
-from ..schema import Inputs, ranges_of
+from ..schema import Inputs
+from ..summaries import ranges_of
 from .base import Metric, MetricResult, whole
 from .closest import to_avatars
 
