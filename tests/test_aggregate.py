@@ -171,3 +171,16 @@ def test_percentiles_by_counting_every_path(spark, monkeypatch, buckets, collect
     nan = spark.createDataFrame([(0.5,), (float("nan"),), (0.25,), (1.0,)], "x double")
     (lo, mid, hi), m = A.percentiles_of(nan, {"x": [0, 50, 100]})["x"]
     assert (lo, mid, m) == (0.25, 0.75, 4) and math.isnan(hi)
+    # the caller's bound on the records (rows <= collect): every value in one action, no first count
+    # (a spy records it), the same elements, NaN last
+    firsts = []
+    real_first = A._first
+    monkeypatch.setattr(A, "_first", lambda df, names: firsts.append(names) or real_first(df, names))
+    once = collect >= n
+    assert A.percentiles_of(df, {c: qs for c in cols}, counting, rows=n) == got
+    assert A.elements_of(df, ranks, counting, rows=n) == elements
+    with pytest.raises(ValueError, match="ranks"):
+        A.elements_of(df, {"const": [n]}, counting, rows=n)
+    (lo, mid, hi), m = A.percentiles_of(nan, {"x": [0, 50, 100]}, counting, rows=4)["x"]
+    assert (lo, mid, m) == (0.25, 0.75, 4) and math.isnan(hi)
+    assert len(firsts) == (0 if once else 3 + (collect < 4))

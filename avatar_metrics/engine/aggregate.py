@@ -150,8 +150,8 @@ class Counting:
 COUNTING = Counting()
 
 
-def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]],
-                   counting: Counting = COUNTING) -> dict[str, tuple[list[float | None], int]]:
+def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]], counting: Counting = COUNTING,
+                   rows: int | None = None) -> dict[str, tuple[list[float | None], int]]:
     """``midpoint_percentiles`` of several columns, each element found by counting, not sorting.
 
     Null values are left out. The first action counts each column's values and
@@ -167,9 +167,20 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]],
     its count, to one task; this reads the table a few times and keeps counts. Columns with
     NaN or infinite values take ``percentile_disc`` (its order: NaN last), and
     so do the elements not found in ``counting.rounds`` rounds (values spread over
-    many orders of magnitude).
+    many orders of magnitude). ``rows``, at most ``counting.collect``: the caller knows ``df``
+    has at most that many records; then every column's distinct values, with their counts,
+    come in one action, and the driver ranks them all (``_values``), NaN last. The elements
+    are the same either way; ``rows`` only picks the way.
     """
     names = list(wanted)
+    if rows is not None and rows <= counting.collect:
+        out = {}
+        for c, ordered in _values(df, names).items():
+            m = sum(n for _, n in ordered)
+            pairs = [midpoint_ranks(m, q) for q in wanted[c]]
+            out[c] = ([(at_rank(ordered, lo, c) + at_rank(ordered, hi, c)) / 2 for lo, hi in pairs] if m
+                      else [None for _ in pairs], m)
+        return out
     first = _first(df, names)
     plan = {}
     for c in names:
@@ -182,10 +193,17 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]],
     return out
 
 
-def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]],
-                counting: Counting = COUNTING) -> dict[tuple[str, int], float]:
+def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]], counting: Counting = COUNTING,
+                rows: int | None = None) -> dict[tuple[str, int], float]:
     """The elements of 0-based rank k, for each k of ``ranks[c]``, among the non-null values of each
-    column c (as ``percentiles_of`` finds them: by counting): ``{(c, k): value}``."""
+    column c (as ``percentiles_of`` finds them: by counting, or in one action with ``rows``):
+    ``{(c, k): value}``."""
+    if rows is not None and rows <= counting.collect:
+        values = _values(df, list(ranks))
+        for c, ks in ranks.items():
+            if any(not 0 <= k < sum(n for _, n in values[c]) for k in ks):
+                raise ValueError(f"ranks {list(ks)} of {c}: it has {sum(n for _, n in values[c])} values")
+        return {(c, k): at_rank(values[c], k, c) for c, ks in ranks.items() for k in ks}
     first = _first(df, list(ranks))
     for c, ks in ranks.items():
         if any(not 0 <= k < first[c][0] for k in ks):
@@ -233,15 +251,21 @@ def _elements(df: DataFrame, first: dict, ranks: Mapping[str, Sequence[int]], co
 def _collected(df: DataFrame, columns: Sequence[str], ranks: Mapping[tuple[str, int], int]) -> dict:
     """The elements of the given 0-based ranks among each column's non-null values, from its
     distinct values and their counts, collected in one action: {(column, k): value}."""
+    values = _values(df, columns)
+    return {key: at_rank(values[key[0]], rank, key[0]) for key, rank in ranks.items()}
+
+
+def _values(df: DataFrame, names: Sequence[str]) -> dict[str, list[tuple[float, int]]]:
+    """Each column's distinct non-null values with their counts, in one action, in
+    ``percentile_disc``'s order (NaN last): {column: [(value, count), ...]}."""
     tagged = [F.when(col(c).isNotNull(), F.struct(F.lit(j).alias("j"), col(c).cast("double").alias("x")))
-              for j, c in enumerate(columns)]
+              for j, c in enumerate(names)]
     rows = (_tagged(df, tagged).groupBy(F.col("t.j").alias("j"), F.col("t.x").alias("x"))
             .agg(F.count(F.lit(1)).alias("n")).collect())
-    values: dict[int, list] = {}
+    values: dict[str, list] = {c: [] for c in names}
     for row in rows:
-        values.setdefault(row["j"], []).append((float(row["x"]), int(row["n"])))
-    return {key: at_rank(sorted(values.get(columns.index(key[0]), [])), rank, key[0])
-            for key, rank in ranks.items()}
+        values[names[row["j"]]].append((float(row["x"]), int(row["n"])))
+    return {c: sorted(v, key=lambda p: (math.isnan(p[0]), p[0])) for c, v in values.items()}
 
 
 def at_rank(ordered: Sequence[tuple[float, int]], rank: int, column: str) -> float:

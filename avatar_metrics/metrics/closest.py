@@ -162,7 +162,8 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
         rec = persist(per_record(*results))
         q = cfg.quantile
         # the 100th percentiles are the largest distances, for the histograms' range
-        p = percentiles_of(rec, {"d_ho": [q, 50, 100], "r_ho": [q, 50], "d_wa": [50, 100], "r_wa": [50]})
+        p = percentiles_of(rec, {"d_ho": [q, 50, 100], "r_ho": [q, 50], "d_wa": [50, 100], "r_wa": [50]},
+                           rows=ref.n_queries)  # a record per original asked about
         (tau_d, med_d_ho, max_d_ho), _ = p["d_ho"]
         (tau_r, med_r_ho), _ = p["r_ho"]
         (med_d_wa, max_d_wa), _ = p["d_wa"]

@@ -65,7 +65,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
             raise RuntimeError(f"membership: {ranking.positives} of {n_o} originals and {ranking.negatives} of {n_h} "
                                "holdout records scored: this is a bug")
         k = n_h // 100  # the most non-members the attack may accuse: #{h : s(h) <= t} <= |H| / 100
-        h_k = elements_of(non, {"d1": [k]})[("d1", k)]
+        h_k = elements_of(non, {"d1": [k]}, rows=n_h)[("d1", k)]
         # the threshold is a holdout record's score: carried as data (engine.carried)
         with_h, h = carry(scores, {"h_k": h_k})
         # the histograms' range is the largest score, which the searches took: the counts and the
