@@ -39,6 +39,11 @@ SPLIT = "__am_split"  # the byte offset of the record's file split (tables of on
 MOST_PARTITIONS = 1024
 
 
+def partition_of(mid: Column) -> Column:
+    """The Spark partition a ``monotonically_increasing_id`` was given in (its bits 33 and up)."""
+    return F.shiftright(mid, 33)
+
+
 def _has_file_metadata(df: DataFrame) -> bool:
     try:
         if not df.inputFiles():  # in-memory data: nothing to probe
@@ -96,7 +101,7 @@ def with_positions(dfs: Sequence[DataFrame], col: str = ID) -> list[DataFrame]:
     mid = "__am_mid"
 
     def tag(frame):
-        return frame.withColumn(mid, F.monotonically_increasing_id()).withColumn("__am_p", F.shiftright(F.col(mid), 33))
+        return frame.withColumn(mid, F.monotonically_increasing_id()).withColumn("__am_p", partition_of(F.col(mid)))
 
     union = None
     for t, df in enumerate(dfs):
@@ -148,7 +153,7 @@ def partition_counts(df: DataFrame) -> tuple[Column, list[Column]]:
     that ``place`` takes: per partition its first and last id and its smallest and largest
     split offset (with the records' count, named ``n``)."""
     split = F.col(SPLIT) if SPLIT in df.columns else F.lit(0).cast("long")
-    return (F.shiftright(F.col(ID), 33).alias("__am_p"),
+    return (partition_of(F.col(ID)).alias("__am_p"),
             [F.min(ID).alias("__am_m0"), F.max(ID).alias("__am_m1"),
              F.min(split).alias("__am_b0"), F.max(split).alias("__am_b1")])
 
@@ -170,5 +175,5 @@ def place(df: DataFrame, parts: Sequence, most: int | None = None) -> DataFrame 
         position = F.col(ID) + F.lit(next(iter(shift.values()), 0)).cast("long")
     else:
         table = F.create_map(*[F.lit(v).cast("long") for p, s in sorted(shift.items()) for v in (p, s)])
-        position = F.col(ID) + F.element_at(table, F.shiftright(F.col(ID), 33))
+        position = F.col(ID) + F.element_at(table, partition_of(F.col(ID)))
     return df.select(position.alias(ID), *[c for c in df.columns if c not in (ID, SPLIT)])

@@ -59,12 +59,7 @@ def ranges_of(stats: Sequence[TableStats], variables: Sequence[Variable]) -> np.
 
 def table_stats(df: DataFrame, variables: dict[str, str]) -> TableStats:
     """Rows, and per variable: non-null count, min, max and infinite values (numeric)."""
-    return tables_stats({"": df}, variables)[""]
-
-
-def tables_stats(dfs: dict[str, DataFrame], variables: dict[str, str]) -> dict[str, TableStats]:
-    """``table_stats`` of several tables in one action."""
-    return summarise(dfs, variables)[0]
+    return summarise({"": df}, variables)[0][""]
 
 
 def summarise(dfs: dict[str, DataFrame], variables: dict[str, str],

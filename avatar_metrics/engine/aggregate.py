@@ -173,24 +173,14 @@ def percentiles_of(df: DataFrame, wanted: Mapping[str, Sequence[float]], countin
     are the same either way; ``rows`` only picks the way.
     """
     names = list(wanted)
-    if rows is not None and rows <= counting.collect:
-        out = {}
-        for c, ordered in _values(df, names).items():
-            m = sum(n for _, n in ordered)
-            pairs = [midpoint_ranks(m, q) for q in wanted[c]]
-            out[c] = ([(at_rank(ordered, lo, c) + at_rank(ordered, hi, c)) / 2 for lo, hi in pairs] if m
-                      else [None for _ in pairs], m)
-        return out
-    first = _first(df, names)
-    plan = {}
-    for c in names:
-        m = first[c][0]
-        plan[c] = (m, [midpoint_ranks(m, q) for q in wanted[c]])
-    found = _elements(df, first, {c: _ranks(pairs) for c, (m, pairs) in plan.items() if m}, counting)
-    out = {}
-    for c, (m, pairs) in plan.items():
-        out[c] = ([(found[(c, lo)] + found[(c, hi)]) / 2 for lo, hi in pairs] if m else [None for _ in pairs], m)
-    return out
+
+    def pairs(c, m):
+        return [midpoint_ranks(m, q) for q in wanted[c]]
+
+    found, counts = _by_rank(df, names, lambda c, m: _ranks(pairs(c, m)) if m else [], counting, rows)
+    return {c: ([(found[(c, lo)] + found[(c, hi)]) / 2 for lo, hi in pairs(c, m)] if m
+                else [None for _ in wanted[c]], m)
+            for c, m in counts.items()}
 
 
 def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]], counting: Counting = COUNTING,
@@ -198,17 +188,25 @@ def elements_of(df: DataFrame, ranks: Mapping[str, Sequence[int]], counting: Cou
     """The elements of 0-based rank k, for each k of ``ranks[c]``, among the non-null values of each
     column c (as ``percentiles_of`` finds them: by counting, or in one action with ``rows``):
     ``{(c, k): value}``."""
+    def wanted(c, m):
+        if any(not 0 <= k < m for k in ranks[c]):
+            raise ValueError(f"ranks {list(ranks[c])} of {c}: it has {m} values")
+        return sorted(set(ranks[c]))
+
+    return _by_rank(df, list(ranks), wanted, counting, rows)[0]
+
+
+def _by_rank(df: DataFrame, names: Sequence[str], wanted, counting: Counting, rows: int | None):
+    """({(c, k): element}, {c: m}): each column's number m of non-null values, and its elements
+    of the ranks ``wanted(c, m)``. Every value in one action when ``rows``, the caller's bound
+    on the records, is at most ``counting.collect``; else a first count, then rounds of counting."""
     if rows is not None and rows <= counting.collect:
-        values = _values(df, list(ranks))
-        for c, ks in ranks.items():
-            if any(not 0 <= k < sum(n for _, n in values[c]) for k in ks):
-                raise ValueError(f"ranks {list(ks)} of {c}: it has {sum(n for _, n in values[c])} values")
-        return {(c, k): at_rank(values[c], k, c) for c, ks in ranks.items() for k in ks}
-    first = _first(df, list(ranks))
-    for c, ks in ranks.items():
-        if any(not 0 <= k < first[c][0] for k in ks):
-            raise ValueError(f"ranks {list(ks)} of {c}: it has {first[c][0]} values")
-    return _elements(df, first, {c: sorted(set(ks)) for c, ks in ranks.items() if ks}, counting)
+        values = _values(df, names)
+        counts = {c: sum(n for _, n in values[c]) for c in names}
+        return {(c, k): at_rank(values[c], k, c) for c in names for k in wanted(c, counts[c])}, counts
+    first = _first(df, names)
+    counts = {c: first[c][0] for c in names}
+    return _elements(df, first, {c: ks for c in names if (ks := wanted(c, counts[c]))}, counting), counts
 
 
 def _first(df: DataFrame, names: Sequence[str]) -> dict[str, tuple]:
