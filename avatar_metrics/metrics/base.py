@@ -110,7 +110,7 @@ def whole(inputs: "Inputs", role: str):
     lanes' metrics share it), fetched by the first search that scans it."""
     from ..engine.blocks import Whole
 
-    table = {"originals": inputs.originals, "avatars": inputs.avatars, "holdout": inputs.holdout}[role]
+    table = dict(inputs.tables()).get(role)
     if table is None or inputs.stats[role].rows > WHOLE_BELOW:
         return None
     return inputs.shared.setdefault(f"whole {role}", Whole(table, inputs.typed()))

@@ -63,7 +63,7 @@ def compute(inputs: Inputs, cfg: Config) -> MetricResult:
     found, largest = [], []
     try:
         for name, role, count in zip(SEARCHES, ("originals", "holdout"), (inputs.n_originals, inputs.n_holdout)):
-            df, st = nearest(queries, getattr(inputs, role), variables, ranges, name=name, search=cfg.search,
+            df, st = nearest(queries, dict(inputs.tables())[role], variables, ranges, name=name, search=cfg.search,
                              n_candidates=count, n_queries=m, first_only=True, with_stats=True,
                              whole=whole(inputs, role))  # d1 only
             found.append(df)
