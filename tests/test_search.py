@@ -67,7 +67,9 @@ def run_search(spark, O, A, subset, partitions, block_size, query_partitions=Non
 
 
 @pytest.mark.parametrize("subset", range(len(SUBSETS)))
-@pytest.mark.parametrize("partitions,block_size", [(1, N), (2, 300), (7, 16)])
+# one block, and many blocks over many partitions (one block over 2 query partitions is the
+# small-blocks test's first layout)
+@pytest.mark.parametrize("partitions,block_size", [(1, N), (7, 16)])
 def test_matches_reference(spark, frames, expected, subset, partitions, block_size):
     O, A = frames
     assert run_search(spark, O, A, subset, partitions, block_size) == expected[subset]
